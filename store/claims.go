@@ -1,0 +1,110 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/singlewriter/singlewriter/epoch"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Promise is Paxos phase 1 at this replica: it durably promises ballot e
+// for partition p if e is above every promise made so far
+// (epoch.CheckPromise), and returns the new Meta. On refusal it returns the
+// current Meta and the *epoch.StaleError, so the proposer learns the
+// promise to beat. Promise is never relaxed by the test hook.
+func (s *Store) Promise(ctx context.Context, p int, e epoch.Epoch) (Meta, error) {
+	if err := checkPartition(p); err != nil {
+		return Meta{}, err
+	}
+	var result Meta
+	err := s.do(ctx, func(tx *bolt.Tx) (outcome, abort error) {
+		pt, err := loadPartition(tx, p)
+		if err != nil {
+			return err, nil
+		}
+		result = pt.meta
+		if err := epoch.CheckPromise(pt.meta.Promised, e); err != nil {
+			return err, nil
+		}
+		pt.meta.Promised = e
+		result = pt.meta
+		return nil, pt.saveMeta(tx)
+	})
+	if err != nil && !errors.Is(err, epoch.ErrStale) {
+		return Meta{}, err
+	}
+	return result, err
+}
+
+// Accept is Paxos phase 2 at this replica: it durably accepts c as the
+// successor proposal for partition p, c.Epoch being its ballot, if the
+// ballot passes the fence (epoch.CheckWrite against the promise), and
+// raises the promise to c.Epoch. A refused accept returns the
+// *epoch.StaleError and changes nothing.
+func (s *Store) Accept(ctx context.Context, p int, c Claim) error {
+	if err := checkClaim(p, c); err != nil {
+		return err
+	}
+	return s.do(ctx, func(tx *bolt.Tx) (outcome, abort error) {
+		pt, err := loadPartition(tx, p)
+		if err != nil {
+			return err, nil
+		}
+		if err := fence(pt.meta.Promised, c.Epoch); err != nil {
+			return err, nil
+		}
+		pt.meta.Promised = max(pt.meta.Promised, c.Epoch)
+		pt.meta.Accepted = cloneClaim(c)
+		return nil, pt.saveMeta(tx)
+	})
+}
+
+// Choose records c as partition p's chosen claim if none is known or c is
+// newer (higher epoch) than the known one; otherwise it does nothing and
+// returns nil. Recording clears an accepted proposal whose ballot is at or
+// below c.Epoch (it is settled) and appends an AuditRecord in the same
+// transaction. Choose is not fenced: a chosen claim is a fact learned, not
+// a write, and it does not change the promise.
+func (s *Store) Choose(ctx context.Context, p int, c Claim) error {
+	if err := checkClaim(p, c); err != nil {
+		return err
+	}
+	return s.do(ctx, func(tx *bolt.Tx) (outcome, abort error) {
+		pt, err := loadPartition(tx, p)
+		if err != nil {
+			return err, nil
+		}
+		if pt.meta.HasChosen && c.Epoch <= pt.meta.Chosen.Epoch {
+			return nil, nil
+		}
+		pt.meta.Chosen = cloneClaim(c)
+		pt.meta.HasChosen = true
+		if pt.meta.Accepted.Owner != "" && pt.meta.Accepted.Epoch <= c.Epoch {
+			pt.meta.Accepted = Claim{}
+		}
+		if err := pt.saveMeta(tx); err != nil {
+			return nil, err
+		}
+		return nil, pt.appendAudit(AuditRecord{Epoch: c.Epoch, Owner: c.Owner, At: s.now()})
+	})
+}
+
+// checkClaim rejects a bad partition or a claim without an owner (an empty
+// owner means "no claim" in Meta).
+func checkClaim(p int, c Claim) error {
+	if err := checkPartition(p); err != nil {
+		return err
+	}
+	if c.Owner == "" {
+		return fmt.Errorf("%w: claim at epoch %d has no owner", ErrInvalid, c.Epoch)
+	}
+	return nil
+}
+
+// cloneClaim copies c's replica slice, so that the caller may reuse it.
+func cloneClaim(c Claim) Claim {
+	c.Replicas = append([]string(nil), c.Replicas...)
+	return c
+}

@@ -1,0 +1,139 @@
+package store
+
+import (
+	"fmt"
+
+	"github.com/singlewriter/singlewriter/epoch"
+	"github.com/singlewriter/singlewriter/internal/wire"
+)
+
+// Claim says who owns a partition at which epoch, and which nodes replicate
+// it.
+type Claim struct {
+	// Epoch is the ballot under which the claim was proposed (and, once
+	// chosen, the epoch of every write its owner makes).
+	Epoch epoch.Epoch
+	// Base is the epoch of the claim this one succeeds (0 for the root).
+	Base epoch.Epoch
+	// Owner is the owning node's name; "" in a zero Claim.
+	Owner string
+	// Replicas is the claim's replica set, owner included.
+	Replicas []string
+}
+
+// Position is the position of a partition's last applied data write.
+type Position struct {
+	// Epoch is the epoch of the batch that wrote it.
+	Epoch epoch.Epoch
+	// LSN counts applied batches; it grows by one per batch, across epochs.
+	LSN uint64
+}
+
+// Less orders positions by Epoch, then LSN.
+func (p Position) Less(o Position) bool {
+	if p.Epoch != o.Epoch {
+		return p.Epoch < o.Epoch
+	}
+	return p.LSN < o.LSN
+}
+
+// Meta is what a replica keeps about a partition, even after it drops the
+// partition's data, so that the chain of claims can always be followed.
+type Meta struct {
+	// Promised is the highest ballot promised.
+	// Invariant: it never decreases, and every applied write, accepted
+	// proposal and promise is at or below it.
+	Promised epoch.Epoch
+	// Chosen is the latest claim this replica knows to be chosen; meaningful
+	// only when HasChosen.
+	Chosen Claim
+	// Accepted is the successor proposal accepted, Accepted.Epoch being its
+	// ballot. Accepted.Owner == "" means none.
+	Accepted Claim
+	// Position is the position of the last applied data write; zero when the
+	// replica holds no data (never written, Reset, Drop).
+	Position Position
+	// HasChosen is false when no chosen claim is known for the partition.
+	HasChosen bool
+}
+
+// metaVersion is the first byte of an encoded Meta.
+const metaVersion = 2
+
+// encodeMeta encodes m compactly with a version byte first.
+func encodeMeta(m Meta) []byte {
+	var e wire.Encoder
+	e.Uint8(metaVersion)
+	e.Uvarint(uint64(m.Promised))
+	e.Bool(m.HasChosen)
+	encodeClaim(&e, m.Chosen)
+	encodeClaim(&e, m.Accepted)
+	e.Uvarint(uint64(m.Position.Epoch))
+	e.Uvarint(m.Position.LSN)
+	return e.Out()
+}
+
+func encodeClaim(e *wire.Encoder, c Claim) {
+	e.Uvarint(uint64(c.Epoch))
+	e.Uvarint(uint64(c.Base))
+	e.String(c.Owner)
+	e.Uvarint(uint64(len(c.Replicas)))
+	for _, r := range c.Replicas {
+		e.String(r)
+	}
+}
+
+// decodeMeta is the inverse of encodeMeta. It returns an ErrCorrupt for
+// anything encodeMeta cannot have produced.
+func decodeMeta(b []byte) (Meta, error) {
+	d := wire.NewDecoder(b)
+	if v := d.Uint8(); d.Err() == nil && v != metaVersion {
+		return Meta{}, fmt.Errorf("%w: meta version %d", ErrCorrupt, v)
+	}
+	m := Meta{
+		Promised:  epoch.Epoch(d.Uvarint()),
+		HasChosen: d.Bool(),
+		Chosen:    decodeClaim(d),
+		Accepted:  decodeClaim(d),
+		Position:  Position{Epoch: epoch.Epoch(d.Uvarint()), LSN: d.Uvarint()},
+	}
+	if err := d.Finish(); err != nil {
+		return Meta{}, fmt.Errorf("%w: meta: %w", ErrCorrupt, err)
+	}
+	return m, nil
+}
+
+func decodeClaim(d *wire.Decoder) Claim {
+	c := Claim{Epoch: epoch.Epoch(d.Uvarint()), Base: epoch.Epoch(d.Uvarint()), Owner: d.String()}
+	n := d.Uvarint()
+	for i := uint64(0); i < n && d.Err() == nil; i++ {
+		c.Replicas = append(c.Replicas, d.String())
+	}
+	return c
+}
+
+// MarshalBinary encodes c; it never fails.
+func (c Claim) MarshalBinary() ([]byte, error) {
+	var e wire.Encoder
+	encodeClaim(&e, c)
+	return e.Out(), nil
+}
+
+// UnmarshalBinary decodes what MarshalBinary encoded.
+func (c *Claim) UnmarshalBinary(b []byte) error {
+	d := wire.NewDecoder(b)
+	*c = decodeClaim(d)
+	if err := d.Finish(); err != nil {
+		return fmt.Errorf("%w: claim: %w", ErrCorrupt, err)
+	}
+	return nil
+}
+
+// MarshalBinary encodes m; it never fails.
+func (m Meta) MarshalBinary() ([]byte, error) { return encodeMeta(m), nil }
+
+// UnmarshalBinary decodes what MarshalBinary encoded.
+func (m *Meta) UnmarshalBinary(b []byte) (err error) {
+	*m, err = decodeMeta(b)
+	return err
+}

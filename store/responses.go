@@ -1,0 +1,112 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// responseHeader is the size of a dedup record's timestamp prefix.
+const responseHeader = 8
+
+// encodeResponse encodes a dedup record: when it was stored (big-endian
+// unix nanoseconds) followed by the response.
+func encodeResponse(at time.Time, resp []byte) []byte {
+	buf := make([]byte, responseHeader, responseHeader+len(resp))
+	binary.BigEndian.PutUint64(buf, uint64(at.UnixNano()))
+	return append(buf, resp...)
+}
+
+// decodeResponse is the inverse of encodeResponse. resp aliases b.
+func decodeResponse(b []byte) (at time.Time, resp []byte, err error) {
+	if len(b) < responseHeader {
+		return time.Time{}, nil, fmt.Errorf("%w: dedup record of %d bytes", ErrCorrupt, len(b))
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(b))), b[responseHeader:], nil
+}
+
+// Response returns the response stored for requestID in partition p by a
+// batch that carried it; ok is false if there is none (never stored,
+// pruned, or dropped).
+func (s *Store) Response(p int, requestID []byte) (resp []byte, ok bool, err error) {
+	if err := checkPartition(p); err != nil {
+		return nil, false, err
+	}
+	err = s.view(func(tx *bolt.Tx) error {
+		pt, err := loadPartition(tx, p)
+		if err != nil {
+			return err
+		}
+		b := pt.sub(responsesBucket)
+		if b == nil {
+			return nil
+		}
+		v := b.Get(requestID)
+		if v == nil {
+			return nil
+		}
+		_, r, err := decodeResponse(v)
+		if err != nil {
+			return fmt.Errorf("partition %d request %x: %w", p, requestID, err)
+		}
+		resp, ok = append([]byte{}, r...), true
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return resp, ok, nil
+}
+
+// PruneResponses deletes, in every partition, the dedup records stored
+// before olderThan, and returns how many it deleted. A retry of a pruned
+// request runs again: olderThan must be older than any client's retry
+// window.
+func (s *Store) PruneResponses(ctx context.Context, olderThan time.Time) (int, error) {
+	var pruned int
+	err := s.do(ctx, func(tx *bolt.Tx) (outcome, abort error) {
+		cutoff := olderThan.UnixNano()
+		// Collect first, modify after: deleting under a cursor can make it
+		// skip keys.
+		var names [][]byte
+		err := tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+			if _, ok := parsePartitionName(name); ok {
+				names = append(names, append([]byte(nil), name...))
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range names {
+			b := tx.Bucket(name).Bucket(responsesBucket)
+			if b == nil {
+				continue
+			}
+			var old [][]byte
+			err := b.ForEach(func(k, v []byte) error {
+				if len(v) >= responseHeader && int64(binary.BigEndian.Uint64(v)) < cutoff {
+					old = append(old, append([]byte(nil), k...))
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			for _, k := range old {
+				if err := b.Delete(k); err != nil {
+					return nil, err
+				}
+			}
+			pruned += len(old)
+		}
+		return nil, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return pruned, nil
+}

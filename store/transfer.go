@@ -1,0 +1,229 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/singlewriter/singlewriter/epoch"
+	bolt "go.etcd.io/bbolt"
+)
+
+// EntryKind says which part of a partition an Entry belongs to.
+type EntryKind uint8
+
+// The kinds of Entry, in the order Export streams them.
+const (
+	// KindData is a data key and its value.
+	KindData EntryKind = 1
+	// KindResponse is a dedup record: a request ID and its stored record
+	// (timestamp included), opaque to callers.
+	KindResponse EntryKind = 2
+)
+
+// bucket returns the partition sub-bucket holding entries of kind k, nil
+// for an unknown kind.
+func (k EntryKind) bucket() []byte {
+	switch k {
+	case KindData:
+		return dataBucket
+	case KindResponse:
+		return responsesBucket
+	}
+	return nil
+}
+
+// Entry is one record of a partition in a state transfer.
+type Entry struct {
+	// Kind says whether the entry is data or a dedup record.
+	Kind EntryKind
+	// Key is the data key or the request ID.
+	Key []byte
+	// Value is the data value or the stored dedup record.
+	Value []byte
+}
+
+// Export returns partition p's entries (data, then dedup records) that
+// follow the cursor after (nil: from the start), up to about maxBytes of
+// keys and values (at least one entry, however large), and the cursor of
+// the next page; next is nil when the partition is exhausted. Export is
+// stateless: each page is read in its own transaction, so the caller
+// freezes the partition (a promise refuses its owner's writes) for a
+// consistent copy.
+func (s *Store) Export(p int, after []byte, maxBytes int) (entries []Entry, next []byte, err error) {
+	if err := checkPartition(p); err != nil {
+		return nil, nil, err
+	}
+	if maxBytes <= 0 {
+		return nil, nil, fmt.Errorf("%w: maxBytes %d", ErrInvalid, maxBytes)
+	}
+	startKind, startKey := KindData, []byte(nil)
+	if after != nil {
+		if len(after) < 2 || EntryKind(after[0]).bucket() == nil {
+			return nil, nil, fmt.Errorf("%w: export cursor %x", ErrInvalid, after)
+		}
+		startKind, startKey = EntryKind(after[0]), after[1:]
+	}
+	err = s.view(func(tx *bolt.Tx) error {
+		pt, err := loadPartition(tx, p)
+		if err != nil {
+			return err
+		}
+		used := 0
+		for _, kind := range []EntryKind{KindData, KindResponse} {
+			b := pt.sub(kind.bucket())
+			if kind < startKind || b == nil {
+				continue
+			}
+			c := b.Cursor()
+			k, v := c.First()
+			if kind == startKind && startKey != nil {
+				k, v = c.Seek(startKey)
+				if bytes.Equal(k, startKey) {
+					k, v = c.Next()
+				}
+			}
+			for ; k != nil; k, v = c.Next() {
+				if len(entries) > 0 && used+len(k)+len(v) > maxBytes {
+					last := entries[len(entries)-1]
+					next = append([]byte{byte(last.Kind)}, last.Key...)
+					return nil
+				}
+				entries = append(entries, Entry{Kind: kind, Key: bytes.Clone(k), Value: bytes.Clone(v)})
+				used += len(k) + len(v)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return entries, next, nil
+}
+
+// Reset is the first step of receiving a partition: fenced like a write at
+// e, it deletes p's data and dedup records and sets its position to zero, so
+// that a half-copied partition never looks advanced. It keeps the claims
+// and the audit, and raises the promise to e if lower.
+func (s *Store) Reset(ctx context.Context, p int, e epoch.Epoch) error {
+	if err := checkPartition(p); err != nil {
+		return err
+	}
+	return s.do(ctx, fenced(p, e, func(tx *bolt.Tx, pt *partition) error {
+		pt.meta.Position = Position{}
+		return clearData(pt)
+	}))
+}
+
+// Import writes entries (from Export) into partition p, fenced like a write
+// at e; it raises the promise to e if lower. Every entry is a put: a
+// KindData entry with a nil Value stores an empty value.
+func (s *Store) Import(ctx context.Context, p int, e epoch.Epoch, entries []Entry) error {
+	if err := checkPartition(p); err != nil {
+		return err
+	}
+	for i, en := range entries {
+		if err := checkEntry(en); err != nil {
+			return fmt.Errorf("entry %d: %w", i, err)
+		}
+	}
+	return s.do(ctx, fenced(p, e, func(tx *bolt.Tx, pt *partition) error {
+		for _, en := range entries {
+			b, err := pt.createSub(en.Kind.bucket())
+			if err != nil {
+				return err
+			}
+			value := en.Value
+			if value == nil {
+				value = []byte{}
+			}
+			if err := b.Put(en.Key, value); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+}
+
+// SetPosition completes an import: fenced like a write at e, it sets p's
+// position to pos and raises the promise to e if lower.
+func (s *Store) SetPosition(ctx context.Context, p int, e epoch.Epoch, pos Position) error {
+	if err := checkPartition(p); err != nil {
+		return err
+	}
+	return s.do(ctx, fenced(p, e, func(tx *bolt.Tx, pt *partition) error {
+		pt.meta.Position = pos
+		return nil
+	}))
+}
+
+// Drop deletes p's data and dedup records once this node is no longer one
+// of its replicas. It keeps the meta (promise, claims) and the audit, so the
+// chain of claims can still be followed, but sets the position to zero: a
+// replica without the data must not report a position that a new owner
+// could pick as the most advanced copy. Drop is not fenced.
+func (s *Store) Drop(ctx context.Context, p int) error {
+	if err := checkPartition(p); err != nil {
+		return err
+	}
+	return s.do(ctx, func(tx *bolt.Tx) (outcome, abort error) {
+		pt, err := loadPartition(tx, p)
+		if err != nil {
+			return err, nil
+		}
+		if pt.bucket == nil {
+			return nil, nil
+		}
+		pt.meta.Position = Position{}
+		if err := pt.saveMeta(tx); err != nil {
+			return nil, err
+		}
+		return nil, clearData(pt)
+	})
+}
+
+// fenced returns the committer step of a state-transfer mutation at e: if
+// the fence lets e through, it raises the promise, lets change modify the
+// partition (meta included), and saves the meta.
+func fenced(p int, e epoch.Epoch, change func(tx *bolt.Tx, pt *partition) error) applyFunc {
+	return func(tx *bolt.Tx) (outcome, abort error) {
+		pt, err := loadPartition(tx, p)
+		if err != nil {
+			return err, nil
+		}
+		if err := fence(pt.meta.Promised, e); err != nil {
+			return err, nil
+		}
+		pt.meta.Promised = max(pt.meta.Promised, e)
+		if err := pt.ensure(tx); err != nil {
+			return nil, err
+		}
+		if err := change(tx, pt); err != nil {
+			return nil, err
+		}
+		return nil, pt.saveMeta(tx)
+	}
+}
+
+// clearData deletes the partition's data and dedup records.
+func clearData(pt *partition) error {
+	if err := pt.deleteSub(dataBucket); err != nil {
+		return err
+	}
+	return pt.deleteSub(responsesBucket)
+}
+
+// checkEntry rejects an entry Import could not store or Response could not
+// read back.
+func checkEntry(en Entry) error {
+	if en.Kind.bucket() == nil {
+		return fmt.Errorf("%w: entry kind %d", ErrInvalid, en.Kind)
+	}
+	if err := checkKey(en.Key); err != nil {
+		return err
+	}
+	if en.Kind == KindResponse && len(en.Value) < responseHeader {
+		return fmt.Errorf("%w: dedup record of %d bytes", ErrInvalid, len(en.Value))
+	}
+	return checkValue(len(en.Value))
+}

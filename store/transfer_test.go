@@ -1,0 +1,152 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/singlewriter/singlewriter/epoch"
+	"github.com/stretchr/testify/require"
+)
+
+// fill writes n keys (and every third a dedup record) to partition p at e.
+func fill(t *testing.T, s *Store, p int, e epoch.Epoch, n int) {
+	t.Helper()
+	for i := range n {
+		b := &Batch{Partition: p, Epoch: e, Writes: []KV{{Key: fmt.Appendf(nil, "key-%03d", i), Value: fmt.Appendf(nil, "value-%d", i)}}}
+		if i%3 == 0 {
+			b.RequestID = fmt.Appendf(nil, "req-%03d", i)
+			b.Response = fmt.Appendf(nil, "resp-%d", i)
+		}
+		require.NoError(t, s.Commit(context.Background(), b))
+	}
+}
+
+// exportAll pages through partition p of s.
+func exportAll(t *testing.T, s *Store, p, maxBytes int) (entries []Entry, pages int) {
+	t.Helper()
+	var after []byte
+	for {
+		page, next, err := s.Export(p, after, maxBytes)
+		require.NoError(t, err)
+		entries = append(entries, page...)
+		pages++
+		if next == nil {
+			return entries, pages
+		}
+		require.NotEmpty(t, page, "a page with a next cursor must make progress")
+		after = next
+	}
+}
+
+func TestTransferRoundTripsPartitionAcrossStores(t *testing.T) {
+	ctx := context.Background()
+	src, dst := openTest(t), openTest(t)
+	fill(t, src, 5, 2, 60)
+	fill(t, src, 6, 2, 5) // a neighbour that must not leak
+	// The destination holds stale data from an earlier life of the partition.
+	fill(t, dst, 5, 1, 7)
+	require.NoError(t, put(ctx, dst, 5, 1, "stale-only", "x"))
+
+	// The new owner (epoch 3) freezes the source with a promise.
+	srcMeta, err := src.Promise(ctx, 5, 3)
+	require.NoError(t, err)
+
+	require.NoError(t, dst.Reset(ctx, 5, 3))
+	m, err := dst.Meta(5)
+	require.NoError(t, err)
+	require.Equal(t, Position{}, m.Position, "a reset partition must not look advanced")
+	requireAbsent(t, dst, 5, "stale-only")
+
+	var after []byte
+	pages := 0
+	for {
+		page, next, err := src.Export(5, after, 64)
+		require.NoError(t, err)
+		require.NoError(t, dst.Import(ctx, 5, 3, page))
+		pages++
+		if next == nil {
+			break
+		}
+		after = next
+	}
+	require.Greater(t, pages, 20, "small maxBytes must force many pages")
+	require.NoError(t, dst.SetPosition(ctx, 5, 3, srcMeta.Position))
+
+	want, _ := exportAll(t, src, 5, 1<<20)
+	got, _ := exportAll(t, dst, 5, 1<<20)
+	require.Len(t, want, 60+20)
+	require.Equal(t, want, got)
+	requireValue(t, dst, 5, "key-042", "value-42")
+	resp, ok, err := dst.Response(5, []byte("req-042"))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "resp-42", string(resp))
+	m, err = dst.Meta(5)
+	require.NoError(t, err)
+	require.Equal(t, Position{Epoch: 2, LSN: 60}, m.Position)
+	require.Equal(t, epoch.Epoch(3), m.Promised)
+}
+
+func TestExportPagesCoverEveryEntryOnceForAnyPageSize(t *testing.T) {
+	s := openTest(t)
+	fill(t, s, 0, 0, 25)
+	want, pages := exportAll(t, s, 0, 1<<20)
+	require.Equal(t, 1, pages)
+	for _, maxBytes := range []int{1, 10, 30, 100, 333} {
+		got, _ := exportAll(t, s, 0, maxBytes)
+		require.Equal(t, want, got, "maxBytes %d", maxBytes)
+	}
+	entries, next, err := s.Export(9, nil, 100)
+	require.NoError(t, err)
+	require.Empty(t, entries, "an untouched partition exports nothing")
+	require.Nil(t, next)
+	_, _, err = s.Export(0, []byte{9, 'k'}, 100)
+	require.ErrorIs(t, err, ErrInvalid)
+}
+
+func TestStaleTransferOpsAreRejectedAndWriteNothing(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	fill(t, s, 0, 4, 3)
+	before, err := s.Meta(0)
+	require.NoError(t, err)
+
+	require.ErrorIs(t, s.Reset(ctx, 0, 3), epoch.ErrStale)
+	require.ErrorIs(t, s.Import(ctx, 0, 3, []Entry{{Kind: KindData, Key: []byte("zombie"), Value: []byte("x")}}), epoch.ErrStale)
+	require.ErrorIs(t, s.SetPosition(ctx, 0, 3, Position{Epoch: 9, LSN: 9}), epoch.ErrStale)
+
+	after, err := s.Meta(0)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+	requireAbsent(t, s, 0, "zombie")
+	requireValue(t, s, 0, "key-002", "value-2")
+	require.ErrorIs(t, s.Import(ctx, 0, 4, []Entry{{Kind: 7, Key: []byte("k")}}), ErrInvalid)
+	require.ErrorIs(t, s.Import(ctx, 0, 4, []Entry{{Kind: KindResponse, Key: []byte("r"), Value: []byte("short")}}), ErrInvalid)
+}
+
+func TestDropKeepsMetaAndAuditButNotData(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	_, err := s.Promise(ctx, 2, 1)
+	require.NoError(t, err)
+	claim := Claim{Epoch: 1, Owner: "a", Replicas: []string{"a"}}
+	require.NoError(t, s.Choose(ctx, 2, claim))
+	fill(t, s, 2, 1, 4)
+
+	require.NoError(t, s.Drop(ctx, 2))
+	require.NoError(t, s.Drop(ctx, 99), "dropping an untouched partition is a no-op")
+	requireAbsent(t, s, 2, "key-001")
+	_, ok, err := s.Response(2, []byte("req-000"))
+	require.NoError(t, err)
+	require.False(t, ok)
+	m, err := s.Meta(2)
+	require.NoError(t, err)
+	require.Equal(t, Meta{Promised: 1, Chosen: claim, HasChosen: true}, m, "meta kept; position zero: no data held")
+	audit, err := s.Audit(2)
+	require.NoError(t, err)
+	require.Len(t, audit, 1)
+	ps, err := s.Partitions()
+	require.NoError(t, err)
+	require.Equal(t, []int{2}, ps)
+}
