@@ -1,0 +1,122 @@
+package ring
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// hooks receives memberlist's callbacks: it is the memberlist Delegate,
+// EventDelegate, AliveDelegate and MergeDelegate of one Ring. memberlist calls
+// it from its own goroutines while holding its internal locks, so no method
+// blocks or calls memberlist: membership events only signal kick.
+type hooks struct {
+	fp     Fingerprint // this node's fingerprint
+	meta   []byte      // this node's encoded nodeMeta
+	user   Delegate    // may be nil
+	queue  *memberlist.TransmitLimitedQueue
+	kick   chan<- struct{} // capacity 1: a pending signal absorbs later ones
+	logger *slog.Logger
+
+	// refusals counts merges refused for another fingerprint. Join reads it
+	// to tell a refusal from an unreachable seed.
+	refusals atomic.Uint64
+}
+
+// notify asks the table goroutine to rebuild the table, without blocking: if
+// a signal is already pending, the rebuild it causes sees this change too.
+func (h *hooks) notify() {
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+// check returns nil if node carries this node's fingerprint, or an error
+// naming both fingerprints.
+func (h *hooks) check(node *memberlist.Node) error {
+	m, err := decodeMeta(node.Meta)
+	if err != nil {
+		h.logger.Warn("ring: refusing node with foreign metadata", "node", node.Name, "addr", node.Address())
+		return fmt.Errorf("node %s: %w", node.Name, err)
+	}
+	if m.Fingerprint != h.fp {
+		h.logger.Warn("ring: refusing node with another fingerprint",
+			"node", node.Name, "addr", node.Address(), "theirs", m.Fingerprint.String(), "ours", h.fp.String())
+		return fmt.Errorf("%w: node %s has %v, this node has %v", ErrIncompatible, node.Name, m.Fingerprint, h.fp)
+	}
+	return nil
+}
+
+// NotifyAlive refuses a node with another fingerprint (memberlist.AliveDelegate).
+func (h *hooks) NotifyAlive(node *memberlist.Node) error { return h.check(node) }
+
+// NotifyMerge refuses a push/pull at join if any peer has another
+// fingerprint (memberlist.MergeDelegate).
+func (h *hooks) NotifyMerge(peers []*memberlist.Node) error {
+	for _, p := range peers {
+		if err := h.check(p); err != nil {
+			h.refusals.Add(1)
+			return err
+		}
+	}
+	return nil
+}
+
+// NotifyJoin signals the table goroutine (memberlist.EventDelegate).
+func (h *hooks) NotifyJoin(*memberlist.Node) { h.notify() }
+
+// NotifyLeave signals the table goroutine (memberlist.EventDelegate).
+func (h *hooks) NotifyLeave(*memberlist.Node) { h.notify() }
+
+// NotifyUpdate signals the table goroutine (memberlist.EventDelegate).
+func (h *hooks) NotifyUpdate(*memberlist.Node) { h.notify() }
+
+// NodeMeta returns this node's metadata (memberlist.Delegate); validate
+// checked it fits memberlist.MetaMaxSize.
+func (h *hooks) NodeMeta(int) []byte { return h.meta }
+
+// NotifyMsg hands a copy of a peer's broadcast to the Delegate
+// (memberlist.Delegate); memberlist reuses its buffer.
+func (h *hooks) NotifyMsg(msg []byte) {
+	if h.user != nil && len(msg) > 0 {
+		h.user.NotifyMsg(slices.Clone(msg))
+	}
+}
+
+// GetBroadcasts serves queued broadcasts to memberlist's gossip
+// (memberlist.Delegate).
+func (h *hooks) GetBroadcasts(overhead, limit int) [][]byte {
+	return h.queue.GetBroadcasts(overhead, limit)
+}
+
+// LocalState returns the Delegate's full state (memberlist.Delegate).
+func (h *hooks) LocalState(bool) []byte {
+	if h.user == nil {
+		return nil
+	}
+	return h.user.LocalState()
+}
+
+// MergeRemoteState hands a copy of a peer's full state to the Delegate
+// (memberlist.Delegate).
+func (h *hooks) MergeRemoteState(buf []byte, _ bool) {
+	if h.user != nil && len(buf) > 0 {
+		h.user.MergeRemoteState(slices.Clone(buf))
+	}
+}
+
+// broadcast is one message in the TransmitLimitedQueue.
+type broadcast []byte
+
+// Invalidates reports false: every message is sent on its own merits.
+func (broadcast) Invalidates(memberlist.Broadcast) bool { return false }
+
+// Message returns the message.
+func (b broadcast) Message() []byte { return b }
+
+// Finished does nothing: nobody waits for a broadcast to go out.
+func (broadcast) Finished() {}

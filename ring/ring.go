@@ -1,0 +1,230 @@
+package ring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+const (
+	// MaxBroadcastSize is the largest message Broadcast sends. It fits one
+	// gossip packet (memberlist's 1400-byte UDP buffer, less headers and
+	// encryption). Carry larger state in Delegate.LocalState instead.
+	MaxBroadcastSize = 1024
+
+	// maxQueuedBroadcasts bounds the broadcast queue: when nobody else is there
+	// to gossip to, the oldest messages are dropped beyond it. Push/pull of
+	// Delegate.LocalState repairs what they would have carried.
+	maxQueuedBroadcasts = 4096
+
+	// joinBackoffMin and joinBackoffMax bound the wait between Join attempts.
+	joinBackoffMin = 50 * time.Millisecond
+	joinBackoffMax = 2 * time.Second
+)
+
+// Ring is one node's membership in a cluster and its current placement Table.
+// Its methods are safe for concurrent use.
+type Ring struct {
+	cfg    Config
+	hooks  *hooks
+	ml     *memberlist.Memberlist
+	gossip string // advertised gossip host:port
+	logger *slog.Logger
+
+	kick chan struct{}  // signalled by hooks, read by the table goroutine
+	done chan struct{}  // closed by Close: stops the table goroutine and Join
+	wg   sync.WaitGroup // the table goroutine
+
+	// table is the published table. Invariant: never nil, and each published
+	// table's Version is one more than the previous one's.
+	table atomic.Pointer[Table]
+
+	// changedMu guards changed.
+	changedMu sync.Mutex
+	// changed is closed when a table newer than the one it came with is
+	// published, and replaced by a new channel.
+	changed chan struct{}
+
+	// lifeMu guards closed and serializes Leave with Close, so that
+	// memberlist's Leave never runs after its Shutdown (it panics).
+	lifeMu sync.Mutex
+	closed bool
+}
+
+// New validates cfg, starts memberlist's listeners and the table goroutine,
+// and publishes a table of this node alone. It does not contact the seeds:
+// call Join. Call Close (or Leave) to release the sockets.
+func New(cfg Config) (*Ring, error) {
+	cfg, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	r := &Ring{
+		cfg:     cfg,
+		logger:  cfg.Logger,
+		kick:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		changed: make(chan struct{}),
+	}
+	r.table.Store(Place(nil, cfg.Fingerprint.Partitions, cfg.Fingerprint.RF))
+	r.hooks = &hooks{
+		fp:     cfg.Fingerprint,
+		meta:   encodeMeta(nodeMeta{cfg.RPCAddr, cfg.Fingerprint}),
+		user:   cfg.Delegate,
+		kick:   r.kick,
+		logger: cfg.Logger,
+	}
+	mc := cfg.memberlistConfig(r.hooks)
+	r.hooks.queue = &memberlist.TransmitLimitedQueue{
+		NumNodes:       func() int { return len(r.table.Load().Members) },
+		RetransmitMult: mc.RetransmitMult,
+	}
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return nil, fmt.Errorf("ring: start gossip on %s:%d: %w", mc.BindAddr, cfg.BindPort, err)
+	}
+	r.ml = ml
+	self := ml.LocalNode()
+	r.gossip = net.JoinHostPort(self.Addr.String(), strconv.Itoa(int(self.Port)))
+	r.rebuild()
+	r.wg.Add(1)
+	go r.run()
+	return r, nil
+}
+
+// Join contacts the seeds and merges their cluster's state, retrying with
+// backoff (50ms doubling to 2s) until at least one seed answers or ctx ends.
+// Without seeds it returns nil at once: this node starts a cluster. It
+// returns an error wrapping ErrIncompatible, without retrying, if a seed's
+// cluster has another Fingerprint.
+func (r *Ring) Join(ctx context.Context) error {
+	backoff := joinBackoffMin
+	for {
+		select {
+		case <-r.done:
+			return ErrClosed
+		default:
+		}
+		if len(r.cfg.Seeds) == 0 {
+			return nil
+		}
+		refused := r.hooks.refusals.Load()
+		n, err := r.ml.Join(r.cfg.Seeds)
+		if n > 0 {
+			r.logger.Debug("ring: joined", "node", r.cfg.Name, "seeds_reached", n)
+			return nil
+		}
+		// A refusal recorded during this attempt is almost surely this
+		// attempt's: a seed answered with foreign members. (A foreign node
+		// joining us at this very moment would also count; it is a
+		// misconfiguration either way.)
+		if r.hooks.refusals.Load() != refused {
+			return fmt.Errorf("ring: join %v: %w (%v)", r.cfg.Seeds, ErrIncompatible, err)
+		}
+		r.logger.Debug("ring: join failed, retrying", "seeds", r.cfg.Seeds, "backoff", backoff, "err", err)
+		timer := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return fmt.Errorf("ring: join %v: %w (last error: %v)", r.cfg.Seeds, ctx.Err(), err)
+		case <-r.done:
+			timer.Stop()
+			return ErrClosed
+		case <-timer.C:
+		}
+		backoff = min(2*backoff, joinBackoffMax)
+	}
+}
+
+// Table returns the current table; it is never nil and must not be modified.
+func (r *Ring) Table() *Table { return r.table.Load() }
+
+// Changed returns a channel that is closed when a table newer than the one
+// Table returned before this call is published. Call Changed before Table to
+// never miss an update:
+//
+//	for {
+//		ch := r.Changed()
+//		t := r.Table()
+//		// use t
+//		<-ch
+//	}
+func (r *Ring) Changed() <-chan struct{} {
+	r.changedMu.Lock()
+	defer r.changedMu.Unlock()
+	return r.changed
+}
+
+// Broadcast queues msg to be gossiped to every member, each of which hands it
+// to its Delegate's NotifyMsg. Delivery is best effort (a few retransmissions,
+// more in larger clusters); carry the state it changes in
+// Delegate.LocalState too so push/pull repairs losses. msg is copied. A
+// message larger than MaxBroadcastSize is dropped and logged.
+func (r *Ring) Broadcast(msg []byte) {
+	if len(msg) > MaxBroadcastSize {
+		r.logger.Warn("ring: broadcast dropped: too large", "size", len(msg), "max", MaxBroadcastSize)
+		return
+	}
+	r.hooks.queue.QueueBroadcast(broadcast(append([]byte(nil), msg...)))
+	r.hooks.queue.Prune(maxQueuedBroadcasts)
+}
+
+// GossipAddr returns the gossip host:port other nodes reach this one at (the
+// bound port when Config.BindPort was zero): a seed for other nodes.
+func (r *Ring) GossipAddr() string { return r.gossip }
+
+// LocalName returns this node's name.
+func (r *Ring) LocalName() string { return r.cfg.Name }
+
+// Leave tells the cluster that this node is leaving, waiting until the
+// message is gossiped or ctx ends, then closes the Ring. Others drop the node
+// from their tables at once instead of after failure detection. Close waits
+// for a Leave in progress.
+func (r *Ring) Leave(ctx context.Context) error {
+	r.lifeMu.Lock()
+	defer r.lifeMu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	var timeout time.Duration // zero: memberlist waits until gossiped
+	if deadline, ok := ctx.Deadline(); ok {
+		timeout = max(time.Until(deadline), time.Nanosecond)
+	}
+	var leaveErr error
+	if err := r.ml.Leave(timeout); err != nil {
+		leaveErr = fmt.Errorf("ring: leave: %w", err)
+	}
+	return errors.Join(leaveErr, r.closeLocked())
+}
+
+// Close shuts gossip down without telling the cluster (it will detect the
+// node as failed) and stops the table goroutine, waiting for it. It is
+// idempotent.
+func (r *Ring) Close() error {
+	r.lifeMu.Lock()
+	defer r.lifeMu.Unlock()
+	return r.closeLocked()
+}
+
+// closeLocked is Close with lifeMu held.
+func (r *Ring) closeLocked() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	err := r.ml.Shutdown()
+	close(r.done)
+	r.wg.Wait()
+	if err != nil {
+		return fmt.Errorf("ring: shutdown: %w", err)
+	}
+	return nil
+}
