@@ -1,0 +1,189 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/singlewriter/singlewriter/internal/wire"
+)
+
+// Client calls servers by address over one persistent connection per
+// address, dialed on first use and re-dialed after it breaks. It is safe for
+// concurrent use; calls on one connection are pipelined.
+type Client struct {
+	cfg    ClientConfig
+	dialer net.Dialer
+	// ctx is cancelled by Close; it aborts dials and handshakes.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// wg counts every goroutine the client started.
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+
+	// mu guards closed, conns, and the link field of every clientConn.
+	mu     sync.Mutex
+	closed bool
+	// conns holds, per address, the connection being dialed or in use.
+	// Invariant: a connection leaves conns when its dial fails or it breaks,
+	// before its callers are told, so their next call dials afresh.
+	conns map[string]*clientConn
+}
+
+// NewClient returns a client; it dials nothing until the first Call. It
+// panics if cfg has a negative DialTimeout or a MaxFrame that cannot hold a
+// frame header: that is a programming error, not a runtime condition.
+func NewClient(cfg ClientConfig) *Client {
+	if err := cfg.validate(); err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Client{
+		cfg:    cfg,
+		dialer: net.Dialer{Timeout: cfg.DialTimeout},
+		ctx:    ctx,
+		cancel: cancel,
+		conns:  make(map[string]*clientConn),
+	}
+}
+
+// Call sends a request of type typ to the server at addr and returns its
+// response body. Errors:
+//   - ctx.Err() if ctx ends first; a late response is discarded;
+//   - *RemoteError if the handler returned an error;
+//   - ErrConnClosed (wrapped) if the connection broke with the call in
+//     flight: the request may or may not have been handled;
+//   - ErrRefused (wrapped) if the handshake was rejected;
+//   - wire.ErrFrameTooLarge (wrapped) if the request exceeds MaxFrame; nothing
+//     is sent;
+//   - ErrClosed after Close;
+//   - the dial error if addr cannot be reached.
+//
+// body must not be modified after Call starts: if ctx ends first, the request
+// may still be written after Call returns.
+func (c *Client) Call(ctx context.Context, addr string, typ uint8, body []byte) ([]byte, error) {
+	if size := wire.HeaderSize + len(body); size > c.cfg.MaxFrame {
+		return nil, fmt.Errorf("%w: request of %d bytes exceeds the max frame of %d", wire.ErrFrameTooLarge, size, c.cfg.MaxFrame)
+	}
+	cc, err := c.conn(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	return cc.call(ctx, typ, body)
+}
+
+// Close drops every connection (calls in flight fail with ErrConnClosed
+// wrapping ErrClosed), aborts dials in progress and waits for every goroutine
+// of the client. Later calls return ErrClosed. It always returns nil.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		for _, cc := range c.conns {
+			if cc.link != nil {
+				cc.link.fail(ErrClosed)
+			}
+		}
+		c.mu.Unlock()
+		c.cancel()
+		c.wg.Wait()
+	})
+	return nil
+}
+
+// conn returns the connection to addr, starting a dial if there is none.
+// Concurrent callers wait for the same dial.
+func (c *Client) conn(ctx context.Context, addr string) (*clientConn, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	cc := c.conns[addr]
+	if cc == nil {
+		cc = newClientConn(addr)
+		c.conns[addr] = cc
+		c.wg.Go(func() { c.dial(cc) })
+	}
+	c.mu.Unlock()
+
+	select {
+	case <-cc.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if cc.dialErr != nil {
+		return nil, cc.dialErr
+	}
+	return cc, nil
+}
+
+// dial is the goroutine that establishes cc. On success it starts cc's
+// writer and reader; on failure it forgets cc so the next call dials again.
+// Either way it then releases the callers waiting on cc.ready.
+func (c *Client) dial(cc *clientConn) {
+	l, err := c.connect(cc.addr)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer close(cc.ready)
+	if c.closed {
+		// Close ran during the dial and did not see this link.
+		if l != nil {
+			l.fail(ErrClosed)
+		}
+		err = ErrClosed
+	}
+	if err != nil {
+		cc.dialErr = err
+		delete(c.conns, cc.addr)
+		return
+	}
+	cc.link = l
+	c.wg.Go(l.writeLoop)
+	c.wg.Go(func() { c.readLoop(cc) })
+}
+
+// connect dials addr and does the handshake, within DialTimeout and until
+// Close.
+func (c *Client) connect(addr string) (*link, error) {
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.DialTimeout)
+	defer cancel()
+	nc, err := c.dialer.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("rpc: dial %s: %w", addr, err)
+	}
+	// The handshake blocks on the socket: closing it is how the timeout and
+	// Close interrupt it.
+	stop := context.AfterFunc(ctx, func() { _ = nc.Close() })
+	l := newLink(nc)
+	err = clientHandshake(l, addr, c.cfg.Hello, c.cfg.Accept)
+	if !stop() {
+		err = fmt.Errorf("rpc: handshake with %s: %w", addr, ctx.Err())
+	}
+	if err != nil {
+		_ = nc.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// readLoop is cc's reader goroutine. When the connection breaks it forgets
+// cc, then fails every call in flight on it.
+func (c *Client) readLoop(cc *clientConn) {
+	cc.link.fail(cc.readResponses(c.cfg.MaxFrame))
+	cause := cc.link.cause
+
+	c.mu.Lock()
+	if c.conns[cc.addr] == cc {
+		delete(c.conns, cc.addr)
+	}
+	c.mu.Unlock()
+
+	cc.failPending(fmt.Errorf("%w: %s: %w", ErrConnClosed, cc.addr, cause))
+	if !errors.Is(cause, ErrClosed) {
+		c.cfg.Logger.Warn("rpc: connection lost", "addr", cc.addr, "err", cause)
+	}
+}

@@ -1,0 +1,119 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"time"
+
+	"github.com/singlewriter/singlewriter/internal/wire"
+)
+
+const (
+	defaultMaxFrame         = 16 << 20
+	defaultDialTimeout      = time.Second
+	defaultHandshakeTimeout = 5 * time.Second
+)
+
+// Handler answers one request. It runs in its own goroutine, so requests on
+// one connection are handled concurrently. ctx is cancelled when the server
+// closes or the connection drops. A non-nil error is sent back as its text,
+// and the caller gets it as a *RemoteError. The server writes respBody after
+// the handler returns, so the handler must not modify it afterwards.
+type Handler func(ctx context.Context, typ uint8, body []byte) (respBody []byte, err error)
+
+// ServerConfig configures Serve.
+type ServerConfig struct {
+	// Listener is where connections come from. Required; Close closes it.
+	Listener net.Listener
+	// Handler answers requests. Required.
+	Handler Handler
+	// Hello is this node's identity, sent in reply to every client's Hello.
+	Hello Hello
+	// Accept decides whether to talk to a client, given its Hello; an error
+	// refuses the connection and is sent to the client as the reason. Nil
+	// accepts every client.
+	Accept func(Hello) error
+	// MaxFrame is the largest frame read or written, in bytes, header
+	// included. A larger request drops the connection; a larger response is
+	// replaced by an error response. Zero means 16 MiB.
+	MaxFrame int
+	// HandshakeTimeout bounds how long a new connection may take to send its
+	// Hello, so a silent peer does not hold a goroutine. Zero means 5s.
+	HandshakeTimeout time.Duration
+	// Logger receives refused and dropped connections. Nil discards.
+	Logger *slog.Logger
+}
+
+// validate fills in defaults and rejects bad values.
+func (c *ServerConfig) validate() error {
+	if c.Listener == nil {
+		return errors.New("rpc: ServerConfig.Listener is nil")
+	}
+	if c.Handler == nil {
+		return errors.New("rpc: ServerConfig.Handler is nil")
+	}
+	if c.HandshakeTimeout < 0 {
+		return fmt.Errorf("rpc: ServerConfig.HandshakeTimeout %v is negative", c.HandshakeTimeout)
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = defaultHandshakeTimeout
+	}
+	var err error
+	c.MaxFrame, err = validMaxFrame("ServerConfig", c.MaxFrame)
+	c.Logger = orDiscard(c.Logger)
+	return err
+}
+
+// ClientConfig configures NewClient.
+type ClientConfig struct {
+	// Hello is this node's identity, sent first on every connection.
+	Hello Hello
+	// Accept decides whether to talk to a server, given its Hello; an error
+	// fails the call with ErrRefused. Nil accepts every server.
+	Accept func(Hello) error
+	// DialTimeout bounds the TCP dial plus the handshake. Zero means 1s.
+	DialTimeout time.Duration
+	// MaxFrame is the largest frame sent or read, in bytes, header included.
+	// A larger request fails before it is sent; a larger response drops the
+	// connection. Zero means 16 MiB.
+	MaxFrame int
+	// Logger receives lost connections. Nil discards.
+	Logger *slog.Logger
+}
+
+// validate fills in defaults and rejects bad values.
+func (c *ClientConfig) validate() error {
+	if c.DialTimeout < 0 {
+		return fmt.Errorf("rpc: ClientConfig.DialTimeout %v is negative", c.DialTimeout)
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = defaultDialTimeout
+	}
+	var err error
+	c.MaxFrame, err = validMaxFrame("ClientConfig", c.MaxFrame)
+	c.Logger = orDiscard(c.Logger)
+	return err
+}
+
+// validMaxFrame returns the default for zero and rejects sizes that cannot
+// hold a header or do not fit the 4-byte length prefix.
+func validMaxFrame(config string, n int) (int, error) {
+	switch {
+	case n == 0:
+		return defaultMaxFrame, nil
+	case n < wire.HeaderSize || uint64(n) > math.MaxUint32:
+		return n, fmt.Errorf("rpc: %s.MaxFrame %d is outside [%d, %d]", config, n, wire.HeaderSize, uint64(math.MaxUint32))
+	}
+	return n, nil
+}
+
+func orDiscard(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l
+}

@@ -1,0 +1,206 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/singlewriter/singlewriter/internal/wire"
+)
+
+// Accept error backoff bounds, as in net/http: a listener that keeps failing
+// (out of file descriptors) is retried without spinning.
+const (
+	minAcceptBackoff = 5 * time.Millisecond
+	maxAcceptBackoff = time.Second
+)
+
+// Server answers requests arriving on a listener. Create it with Serve and
+// stop it with Close.
+type Server struct {
+	cfg ServerConfig
+	// ctx is cancelled by Close; every handler context derives from it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// wg counts every goroutine the server started.
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+
+	// mu guards closed and links.
+	mu     sync.Mutex
+	closed bool
+	// links holds every open connection, so that Close can drop them.
+	links map[*link]struct{}
+}
+
+// Serve validates cfg, fills in its defaults and starts accepting
+// connections on cfg.Listener.
+func Serve(cfg ServerConfig) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{cfg: cfg, ctx: ctx, cancel: cancel, links: make(map[*link]struct{})}
+	s.wg.Go(s.acceptLoop)
+	return s, nil
+}
+
+// Addr returns the listener's address.
+func (s *Server) Addr() net.Addr {
+	return s.cfg.Listener.Addr()
+}
+
+// Close stops accepting, drops every connection (calls in flight on them fail
+// with ErrConnClosed at the client), cancels handler contexts and waits for
+// every goroutine of the server, handlers included. It returns the error of
+// closing the listener. Calling it again returns the same result.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		// Drop connections before cancelling handlers, so that an answer a
+		// handler gives to its cancelled context is never written.
+		for l := range s.links {
+			l.fail(ErrClosed)
+		}
+		s.mu.Unlock()
+		if err := s.cfg.Listener.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			s.closeErr = err
+		}
+		s.cancel()
+		s.wg.Wait()
+	})
+	return s.closeErr
+}
+
+func (s *Server) acceptLoop() {
+	var backoff time.Duration
+	for {
+		nc, err := s.cfg.Listener.Accept()
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, net.ErrClosed) {
+				s.cfg.Logger.Error("rpc: listener closed under the server", "addr", s.Addr(), "err", err)
+				return
+			}
+			backoff = min(max(2*backoff, minAcceptBackoff), maxAcceptBackoff)
+			s.cfg.Logger.Warn("rpc: accept failed", "addr", s.Addr(), "err", err, "retry", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-s.ctx.Done():
+				return
+			}
+			continue
+		}
+		backoff = 0
+		l := newLink(nc)
+		if !s.track(l) {
+			_ = nc.Close()
+			return
+		}
+		s.wg.Go(func() { s.serveConn(l) })
+	}
+}
+
+// track registers l so that Close drops it; false if the server is closed.
+func (s *Server) track(l *link) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.links[l] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(l *link) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.links, l)
+}
+
+// serveConn is a connection's reader goroutine: it does the handshake, starts
+// the writer, reads requests until the connection fails, then cancels the
+// handlers still running for it.
+func (s *Server) serveConn(l *link) {
+	defer s.untrack(l)
+	remote := l.nc.RemoteAddr().String()
+	peer, err := s.handshake(l)
+	if err != nil {
+		l.fail(err)
+		if !errors.Is(l.cause, ErrClosed) {
+			s.cfg.Logger.Warn("rpc: refused connection", "remote", remote, "err", err)
+		}
+		return
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	s.wg.Go(l.writeLoop)
+	l.fail(s.readRequests(ctx, l))
+	switch {
+	case errors.Is(l.cause, ErrClosed), errors.Is(l.cause, io.EOF):
+		s.cfg.Logger.Debug("rpc: connection closed", "remote", remote, "peer", peer.Node, "err", l.cause)
+	default:
+		s.cfg.Logger.Warn("rpc: dropped connection", "remote", remote, "peer", peer.Node, "err", l.cause)
+	}
+}
+
+// handshake runs serverHandshake within HandshakeTimeout and returns the
+// client's Hello.
+func (s *Server) handshake(l *link) (Hello, error) {
+	if err := l.nc.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout)); err != nil {
+		return Hello{}, err
+	}
+	peer, err := serverHandshake(l, s.cfg.Hello, s.cfg.Accept)
+	if err != nil {
+		return peer, err
+	}
+	return peer, l.nc.SetDeadline(time.Time{})
+}
+
+// readRequests reads requests and starts a handler goroutine for each, until
+// reading fails or a frame breaks the protocol.
+func (s *Server) readRequests(ctx context.Context, l *link) error {
+	for {
+		f, err := wire.ReadFrame(l.br, s.cfg.MaxFrame)
+		if err != nil {
+			return err
+		}
+		if f.Flags != 0 {
+			return fmt.Errorf("rpc: request %d has flags %#x", f.ID, f.Flags)
+		}
+		s.wg.Go(func() { s.handle(ctx, l, f) })
+	}
+}
+
+// handle runs the Handler for one request and queues its answer. An answer
+// that would exceed MaxFrame becomes an error answer, and error texts are
+// cut to fit, so that no answer makes the client drop the connection.
+func (s *Server) handle(ctx context.Context, l *link, req wire.Frame) {
+	resp := wire.Frame{ID: req.ID, Type: req.Type, Flags: wire.FlagResponse}
+	body, err := s.cfg.Handler(ctx, req.Type, req.Body)
+	if err == nil && wire.HeaderSize+len(body) > s.cfg.MaxFrame {
+		err = fmt.Errorf("%w: response of %d bytes exceeds the max frame of %d",
+			wire.ErrFrameTooLarge, wire.HeaderSize+len(body), s.cfg.MaxFrame)
+	}
+	if err != nil {
+		resp.Flags |= wire.FlagError
+		body = errorText(err, s.cfg.MaxFrame)
+	}
+	resp.Body = body
+	// This fails only if the connection is gone, and then nobody can be told.
+	_ = l.send(ctx, resp)
+}
+
+// errorText is err's text, cut so that a frame carrying it fits maxFrame.
+func errorText(err error, maxFrame int) []byte {
+	text := err.Error()
+	return []byte(text[:min(len(text), maxFrame-wire.HeaderSize)])
+}

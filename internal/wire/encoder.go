@@ -1,0 +1,47 @@
+package wire
+
+import "encoding/binary"
+
+// Encoder appends values to a body. The zero value is ready to use; the
+// matching Decoder reads the values back in the same order.
+type Encoder struct {
+	buf []byte
+}
+
+// Uvarint appends v as an unsigned varint.
+func (e *Encoder) Uvarint(v uint64) {
+	e.buf = binary.AppendUvarint(e.buf, v)
+}
+
+// Bytes appends b as a uvarint length followed by the data.
+func (e *Encoder) Bytes(b []byte) {
+	e.Uvarint(uint64(len(b)))
+	e.buf = append(e.buf, b...)
+}
+
+// String appends s as a uvarint length followed by its bytes.
+func (e *Encoder) String(s string) {
+	e.Uvarint(uint64(len(s)))
+	e.buf = append(e.buf, s...)
+}
+
+// Bool appends b as one byte, 1 for true and 0 for false.
+func (e *Encoder) Bool(b bool) {
+	var v uint8
+	if b {
+		v = 1
+	}
+	e.Uint8(v)
+}
+
+// Uint8 appends v as one byte.
+func (e *Encoder) Uint8(v uint8) {
+	e.buf = append(e.buf, v)
+}
+
+// Out returns the encoded body. The Encoder keeps appending to the same
+// backing array, so the result must not be modified while the Encoder is
+// still in use.
+func (e *Encoder) Out() []byte {
+	return e.buf
+}

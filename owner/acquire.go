@@ -1,0 +1,222 @@
+package owner
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/singlewriter/singlewriter/epoch"
+	"github.com/singlewriter/singlewriter/ring"
+	"github.com/singlewriter/singlewriter/store"
+)
+
+// resume serves claim c of partition p again after a restart, if no higher
+// epoch was promised meanwhile: the start marker at c's epoch is a fenced
+// write, so it fails if anyone prepared a higher ballot.
+func (o *Owner) resume(p int, c store.Claim) bool {
+	if err := o.startServing(p, c); err != nil {
+		o.cfg.Logger.Debug("resume failed", "partition", p, "epoch", c.Epoch, "err", err)
+		return false
+	}
+	return true
+}
+
+// startServing writes the start marker of claim c (an empty batch at c's
+// epoch) and begins serving. With RF = 1 the only replica is this node.
+func (o *Owner) startServing(p int, c store.Claim) error {
+	if err := o.store.Commit(o.ctx, &store.Batch{Partition: p, Epoch: c.Epoch}); err != nil {
+		return err
+	}
+	if !o.parts[p].start(c, func() bool { return o.fenced(p, c) }) {
+		return fmt.Errorf("owner: partition %d: a higher epoch than %d is being promised", p, c.Epoch)
+	}
+	o.claims.Merge(p, c)
+	o.cfg.Logger.Info("serving partition", "partition", p, "epoch", c.Epoch)
+	return nil
+}
+
+// fenced reports whether this node promised partition p an epoch above
+// claim c's, so that c can no longer be served.
+func (o *Owner) fenced(p int, c store.Claim) bool {
+	m, err := o.store.Meta(p)
+	return err != nil || m.Promised > c.Epoch
+}
+
+// acquire runs the acquire protocol for partition p from base, following
+// newer claims while this node is still the one that should own p. It
+// reports success and the highest epoch seen.
+func (o *Owner) acquire(p int, base store.Claim, t *ring.Table) (bool, epoch.Epoch) {
+	seen := o.parts[p].seenEpoch()
+	if m, err := o.store.Meta(p); err == nil {
+		seen = max(seen, m.Promised)
+	}
+	replicas := []string{o.cfg.Self}
+	if p < len(t.Replicas) && len(t.Replicas[p]) > 0 && t.Replicas[p][0] == o.cfg.Self {
+		replicas = t.Replicas[p]
+	}
+	for o.ctx.Err() == nil {
+		prop := NewProposer(p, o.cfg.Self, base, seen, replicas)
+		out := o.drive(prop)
+		seen = max(seen, prop.Ballot(), out.Rejected)
+		switch {
+		case out.Chosen != nil:
+			return o.announce(p, base, *out.Chosen) == nil && out.Chosen.Owner == o.cfg.Self, seen
+		case out.Newer != nil:
+			o.claims.Merge(p, *out.Newer)
+			if out.Newer.Owner == o.cfg.Self {
+				return o.resume(p, *out.Newer), seen
+			}
+			base = *out.Newer
+		default:
+			o.cfg.Logger.Debug("acquire attempt failed", "partition", p, "ballot", prop.Ballot(), "rejected", out.Rejected, "sync_failed", out.Failed)
+			return false, seen
+		}
+	}
+	return false, seen
+}
+
+// reply is one answer fed back to a Proposer.
+type reply struct {
+	from    string
+	promise *PromiseReply
+	accept  *AcceptReply
+	synced  *bool
+	chosen  *bool
+}
+
+// drive sends the proposer's messages, feeds the answers back and returns
+// its outcome. A message that fails counts as no answer; the attempt ends
+// when the proposer is done or no answer can arrive any more.
+func (o *Owner) drive(prop *Proposer) Outcome {
+	replies := make(chan reply)
+	pending := 0
+	send := func(msgs []Message) {
+		for _, m := range msgs {
+			pending++
+			o.wg.Add(1)
+			go func() {
+				defer o.wg.Done()
+				r := o.deliver(m)
+				select {
+				case replies <- r:
+				case <-o.ctx.Done():
+				}
+			}()
+		}
+	}
+	send(prop.Start())
+	for prop.Phase() != Done && pending > 0 {
+		var r reply
+		select {
+		case r = <-replies:
+		case <-o.ctx.Done():
+			return Outcome{Failed: true}
+		}
+		pending--
+		switch {
+		case r.promise != nil:
+			send(prop.OnPromise(r.from, *r.promise))
+		case r.synced != nil:
+			send(prop.OnSynced(r.from, *r.synced))
+		case r.accept != nil:
+			send(prop.OnAccepted(r.from, *r.accept))
+		case r.chosen != nil:
+			prop.OnChosen(r.from, *r.chosen)
+		}
+	}
+	// Drain the answers still on their way so their goroutines end.
+	for ; pending > 0; pending-- {
+		select {
+		case <-replies:
+		case <-o.ctx.Done():
+			return Outcome{Failed: true}
+		}
+	}
+	if prop.Phase() != Done {
+		return Outcome{Failed: true}
+	}
+	return prop.Outcome()
+}
+
+// deliver sends one message, to this node directly or through the
+// transport, and turns the answer into a reply (an empty one on error).
+func (o *Owner) deliver(m Message) reply {
+	ctx, cancel := context.WithTimeout(o.ctx, o.cfg.RequestTimeout)
+	defer cancel()
+	local := m.To == o.cfg.Self
+	r := reply{from: m.To}
+	switch {
+	case m.Prepare != nil:
+		var pr PromiseReply
+		var err error
+		if local {
+			pr, err = o.HandlePrepare(ctx, *m.Prepare)
+		} else {
+			pr, err = o.cfg.Transport.Prepare(ctx, m.To, *m.Prepare)
+		}
+		if err != nil {
+			o.cfg.Logger.Debug("prepare failed", "to", m.To, "partition", m.Prepare.P, "err", err)
+			return reply{from: m.To}
+		}
+		r.promise = &pr
+	case m.Accept != nil:
+		var ar AcceptReply
+		var err error
+		if local {
+			ar, err = o.HandleAccept(ctx, *m.Accept)
+		} else {
+			ar, err = o.cfg.Transport.Accept(ctx, m.To, *m.Accept)
+		}
+		if err != nil {
+			o.cfg.Logger.Debug("accept failed", "to", m.To, "partition", m.Accept.P, "err", err)
+			return reply{from: m.To}
+		}
+		r.accept = &ar
+	case m.Sync != nil:
+		var err error
+		if local {
+			err = o.HandleSync(ctx, *m.Sync)
+		} else {
+			err = o.cfg.Transport.Sync(ctx, m.To, *m.Sync)
+		}
+		if err != nil {
+			o.cfg.Logger.Debug("sync failed", "to", m.To, "partition", m.Sync.P, "err", err)
+		}
+		ok := err == nil
+		r.synced = &ok
+	case m.Choose != nil:
+		err := o.choose(m.To, m.Choose.P, m.Choose.Claim)
+		ok := err == nil
+		r.chosen = &ok
+	}
+	return r
+}
+
+// announce makes chosen claim c of partition p known beyond the majority
+// of base replicas that the Proposer already told: to c's owner and
+// replicas, by gossip, and by serving it if it is ours.
+func (o *Owner) announce(p int, base, c store.Claim) error {
+	for _, r := range c.Replicas {
+		if !slices.Contains(base.Replicas, r) {
+			_ = o.choose(r, p, c) // best effort: gossip carries it too
+		}
+	}
+	o.claims.Merge(p, c)
+	if o.ring != nil {
+		o.ring.Broadcast(o.claims.Encode(p))
+	}
+	if c.Owner != o.cfg.Self {
+		return nil
+	}
+	return o.startServing(p, c)
+}
+
+// choose records chosen claim c at node to.
+func (o *Owner) choose(to string, p int, c store.Claim) error {
+	if to == o.cfg.Self {
+		return o.HandleChoose(o.ctx, p, c)
+	}
+	ctx, cancel := context.WithTimeout(o.ctx, o.cfg.RequestTimeout)
+	defer cancel()
+	return o.cfg.Transport.Choose(ctx, to, p, c)
+}

@@ -1,0 +1,149 @@
+package owner
+
+import (
+	"fmt"
+
+	"github.com/singlewriter/singlewriter/epoch"
+	"github.com/singlewriter/singlewriter/internal/wire"
+	"github.com/singlewriter/singlewriter/store"
+)
+
+// The wire encodings of the protocol messages, for transports. Each Decode
+// function rejects truncated or trailing bytes with wire.ErrMalformed.
+
+// Encode returns m's wire encoding.
+func (m Prepare) Encode() []byte {
+	var e wire.Encoder
+	e.Uvarint(uint64(m.P))
+	e.Uvarint(uint64(m.Ballot))
+	e.Uvarint(uint64(m.Base))
+	return e.Out()
+}
+
+// DecodePrepare decodes a Prepare.
+func DecodePrepare(b []byte) (Prepare, error) {
+	d := wire.NewDecoder(b)
+	m := Prepare{P: decodePartition(d), Ballot: epoch.Epoch(d.Uvarint()), Base: epoch.Epoch(d.Uvarint())}
+	return m, finish(d, "prepare")
+}
+
+// Encode returns m's wire encoding.
+func (m PromiseReply) Encode() []byte {
+	var e wire.Encoder
+	e.Bool(m.OK)
+	encodeMeta(&e, m.Meta)
+	return e.Out()
+}
+
+// DecodePromiseReply decodes a PromiseReply.
+func DecodePromiseReply(b []byte) (PromiseReply, error) {
+	d := wire.NewDecoder(b)
+	m := PromiseReply{OK: d.Bool(), Meta: decodeMeta(d)}
+	return m, finish(d, "promise")
+}
+
+// Encode returns m's wire encoding.
+func (m Accept) Encode() []byte {
+	var e wire.Encoder
+	e.Uvarint(uint64(m.P))
+	EncodeClaim(&e, m.Value)
+	return e.Out()
+}
+
+// DecodeAccept decodes an Accept.
+func DecodeAccept(b []byte) (Accept, error) {
+	d := wire.NewDecoder(b)
+	m := Accept{P: decodePartition(d), Value: DecodeClaim(d)}
+	return m, finish(d, "accept")
+}
+
+// Encode returns m's wire encoding.
+func (m AcceptReply) Encode() []byte {
+	var e wire.Encoder
+	e.Bool(m.OK)
+	encodeMeta(&e, m.Meta)
+	return e.Out()
+}
+
+// DecodeAcceptReply decodes an AcceptReply.
+func DecodeAcceptReply(b []byte) (AcceptReply, error) {
+	d := wire.NewDecoder(b)
+	m := AcceptReply{OK: d.Bool(), Meta: decodeMeta(d)}
+	return m, finish(d, "accepted")
+}
+
+// Encode returns m's wire encoding.
+func (m Sync) Encode() []byte {
+	var e wire.Encoder
+	e.Uvarint(uint64(m.P))
+	e.Uvarint(uint64(m.Ballot))
+	e.String(m.Source)
+	encodePosition(&e, m.Pos)
+	return e.Out()
+}
+
+// DecodeSync decodes a Sync.
+func DecodeSync(b []byte) (Sync, error) {
+	d := wire.NewDecoder(b)
+	m := Sync{P: decodePartition(d), Ballot: epoch.Epoch(d.Uvarint()), Source: d.String(), Pos: decodePosition(d)}
+	return m, finish(d, "sync")
+}
+
+// Encode returns m's wire encoding.
+func (m Choose) Encode() []byte {
+	var e wire.Encoder
+	e.Uvarint(uint64(m.P))
+	EncodeClaim(&e, m.Claim)
+	return e.Out()
+}
+
+// DecodeChoose decodes a Choose.
+func DecodeChoose(b []byte) (Choose, error) {
+	d := wire.NewDecoder(b)
+	m := Choose{P: decodePartition(d), Claim: DecodeClaim(d)}
+	return m, finish(d, "choose")
+}
+
+func encodeMeta(e *wire.Encoder, m store.Meta) {
+	e.Uvarint(uint64(m.Promised))
+	e.Bool(m.HasChosen)
+	EncodeClaim(e, m.Chosen)
+	EncodeClaim(e, m.Accepted)
+	encodePosition(e, m.Position)
+}
+
+func decodeMeta(d *wire.Decoder) store.Meta {
+	return store.Meta{
+		Promised:  epoch.Epoch(d.Uvarint()),
+		HasChosen: d.Bool(),
+		Chosen:    DecodeClaim(d),
+		Accepted:  DecodeClaim(d),
+		Position:  decodePosition(d),
+	}
+}
+
+func encodePosition(e *wire.Encoder, p store.Position) {
+	e.Uvarint(uint64(p.Epoch))
+	e.Uvarint(p.LSN)
+}
+
+func decodePosition(d *wire.Decoder) store.Position {
+	return store.Position{Epoch: epoch.Epoch(d.Uvarint()), LSN: d.Uvarint()}
+}
+
+// decodePartition reads a partition number; values beyond int range become
+// -1, which every handler rejects as out of range.
+func decodePartition(d *wire.Decoder) int {
+	v := d.Uvarint()
+	if v > 1<<31 {
+		return -1
+	}
+	return int(v)
+}
+
+func finish(d *wire.Decoder, what string) error {
+	if err := d.Finish(); err != nil {
+		return fmt.Errorf("owner: decode %s: %w", what, err)
+	}
+	return nil
+}

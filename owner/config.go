@@ -1,0 +1,107 @@
+package owner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/singlewriter/singlewriter/epoch"
+	"github.com/singlewriter/singlewriter/ring"
+	"github.com/singlewriter/singlewriter/store"
+)
+
+// Transport carries protocol messages to other nodes. The router implements
+// it over its RPC connections; messages to the node itself never reach it.
+type Transport interface {
+	// Prepare sends phase 1 to node to.
+	Prepare(ctx context.Context, to string, req Prepare) (PromiseReply, error)
+	// Accept sends phase 2 to node to.
+	Accept(ctx context.Context, to string, req Accept) (AcceptReply, error)
+	// Sync asks node to to copy a partition's data (see Sync).
+	Sync(ctx context.Context, to string, req Sync) error
+	// Choose tells node to that claim c of partition p was chosen.
+	Choose(ctx context.Context, to string, p int, c store.Claim) error
+	// Fetch reads one page of partition p's data from node from, for a
+	// proposal at ballot; next is nil after the last page.
+	Fetch(ctx context.Context, from string, p int, ballot epoch.Epoch, after []byte) (entries []store.Entry, next []byte, err error)
+	// Handoff asks node to to acquire partition p now (graceful Leave).
+	Handoff(ctx context.Context, to string, p int) error
+}
+
+// Ring is the membership view the owner acts on; *ring.Ring implements it.
+type Ring interface {
+	// Table returns the current placement.
+	Table() *ring.Table
+	// Changed returns a channel closed when a newer table is published.
+	Changed() <-chan struct{}
+	// Broadcast gossips msg to every member.
+	Broadcast(msg []byte)
+}
+
+// Config configures an Owner.
+type Config struct {
+	// Self is this node's name in the ring. Required.
+	Self string
+	// Partitions is the cluster's partition count. Zero means
+	// ring.DefaultPartitions.
+	Partitions int
+	// Store is the node's local store. Required.
+	Store *store.Store
+	// Transport reaches other nodes. Required.
+	Transport Transport
+	// Bootstrap creates a new cluster if the store holds none: a random
+	// cluster ID and the root claim (epoch 0, this node) of every partition.
+	// Exactly one node of a new cluster sets it; it is ignored when the
+	// store already belongs to a cluster.
+	Bootstrap bool
+	// SettleTime is how long the ring view must stay unchanged before the
+	// node acquires partitions, so that nodes whose views still disagree do
+	// not take partitions back and forth. Zero means 300ms.
+	SettleTime time.Duration
+	// DrainTimeout bounds how long a served partition waits for its
+	// in-flight calls before promising a higher epoch to a new owner. Calls
+	// still running then are fenced: their writes fail. Zero means 2s.
+	DrainTimeout time.Duration
+	// RequestTimeout bounds each protocol message to another node. Zero
+	// means 2s.
+	RequestTimeout time.Duration
+	// RetryBackoff is the first wait after a lost race or a failed attempt;
+	// it doubles per consecutive failure up to 2s. Zero means 50ms.
+	RetryBackoff time.Duration
+	// Logger receives protocol events. Nil discards them.
+	Logger *slog.Logger
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Self == "":
+		return errors.New("owner: Config.Self is empty")
+	case c.Store == nil:
+		return errors.New("owner: Config.Store is nil")
+	case c.Transport == nil:
+		return errors.New("owner: Config.Transport is nil")
+	case c.Partitions < 0:
+		return fmt.Errorf("owner: Config.Partitions is %d, want > 0", c.Partitions)
+	}
+	if c.Partitions == 0 {
+		c.Partitions = ring.DefaultPartitions
+	}
+	c.SettleTime = orDefault(c.SettleTime, 300*time.Millisecond)
+	c.DrainTimeout = orDefault(c.DrainTimeout, 2*time.Second)
+	c.RequestTimeout = orDefault(c.RequestTimeout, 2*time.Second)
+	c.RetryBackoff = orDefault(c.RetryBackoff, 50*time.Millisecond)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}

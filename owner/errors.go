@@ -1,0 +1,32 @@
+package owner
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/singlewriter/singlewriter/store"
+)
+
+var (
+	// ErrNotOwner is returned (in a *NotOwnerError) by Lease when this node
+	// does not serve the partition.
+	ErrNotOwner = errors.New("owner: not the owner")
+	// ErrClosed is returned by every method after Close.
+	ErrClosed = errors.New("owner: closed")
+)
+
+// NotOwnerError says a node does not serve a partition and names the newest
+// claim it knows, so the caller can go there.
+type NotOwnerError struct {
+	P int
+	// Claim is the newest claim known; Claim.Owner is "" if none is known.
+	Claim store.Claim
+}
+
+// Error implements error.
+func (e *NotOwnerError) Error() string {
+	return fmt.Sprintf("owner: partition %d is not served here (newest claim: epoch %d, owner %q)", e.P, e.Claim.Epoch, e.Claim.Owner)
+}
+
+// Is makes errors.Is(err, ErrNotOwner) true.
+func (e *NotOwnerError) Is(target error) bool { return target == ErrNotOwner }

@@ -1,0 +1,272 @@
+package owner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/singlewriter/singlewriter/ring"
+	"github.com/singlewriter/singlewriter/store"
+)
+
+// maxConcurrentAttempts bounds the acquisitions and resumes run at once.
+const maxConcurrentAttempts = 16
+
+// Owner serves this node's partitions and acquires the ones the ring
+// assigns to it. Create it with New, pass Delegate to the ring, then Start.
+type Owner struct {
+	cfg    Config
+	store  *store.Store
+	claims *Claims
+	parts  []*partition
+
+	ring Ring
+	// synced is set once a full claims table came from a peer (or this node
+	// bootstrapped): a node acquires nothing before.
+	synced atomic.Bool
+	// leaving is set by Leave: the node acquires nothing any more.
+	leaving atomic.Bool
+
+	kick   chan struct{}
+	sem    chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// New returns an Owner over cfg.Store, with the claims the store knows.
+func New(cfg Config) (*Owner, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	o := &Owner{
+		cfg:    cfg,
+		store:  cfg.Store,
+		claims: NewClaims(cfg.Partitions),
+		parts:  make([]*partition, cfg.Partitions),
+		kick:   make(chan struct{}, 1),
+		sem:    make(chan struct{}, maxConcurrentAttempts),
+	}
+	o.ctx, o.cancel = context.WithCancel(context.Background())
+	for p := range o.parts {
+		o.parts[p] = &partition{p: p}
+	}
+	if err := o.load(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// load reads the cluster ID and the chosen claims from the store, creating
+// the cluster first if this node bootstraps a new one.
+func (o *Owner) load() error {
+	id, err := o.store.ClusterID()
+	if err != nil {
+		return err
+	}
+	if id == "" && o.cfg.Bootstrap {
+		if id, err = o.bootstrap(); err != nil {
+			return err
+		}
+	}
+	if id != "" {
+		o.claims.SetCluster(id)
+		o.synced.Store(o.cfg.Bootstrap)
+	}
+	ps, err := o.store.Partitions()
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		if p >= o.cfg.Partitions {
+			return fmt.Errorf("owner: store holds partition %d but the cluster has %d", p, o.cfg.Partitions)
+		}
+		m, err := o.store.Meta(p)
+		if err != nil {
+			return err
+		}
+		if m.HasChosen {
+			o.claims.Merge(p, m.Chosen)
+		}
+	}
+	return nil
+}
+
+// bootstrap creates a cluster ID and the root claim of every partition.
+func (o *Owner) bootstrap() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	id := hex.EncodeToString(b[:])
+	root := store.Claim{Owner: o.cfg.Self, Replicas: []string{o.cfg.Self}}
+	for p := range o.cfg.Partitions {
+		if err := o.store.Choose(o.ctx, p, root); err != nil {
+			return "", err
+		}
+	}
+	// The ID goes last: a crash before it leaves a store that bootstraps again.
+	if err := o.store.SetClusterID(id); err != nil {
+		return "", err
+	}
+	o.cfg.Logger.Info("bootstrapped a new cluster", "cluster", id, "partitions", o.cfg.Partitions)
+	return id, nil
+}
+
+// Start begins serving and acquiring over the ring r.
+func (o *Owner) Start(r Ring) {
+	o.ring = r
+	o.wg.Add(1)
+	go o.run()
+}
+
+// Close stops serving and waits for every goroutine of the Owner. It does
+// not hand partitions off (see Leave). It is idempotent.
+func (o *Owner) Close() {
+	o.once.Do(func() {
+		o.cancel()
+		o.wg.Wait()
+		for _, pt := range o.parts {
+			pt.stop()
+		}
+	})
+}
+
+// Claims returns the node's claims table.
+func (o *Owner) Claims() *Claims { return o.claims }
+
+// Lease admits a call on partition p if this node serves it; otherwise it
+// returns a *NotOwnerError with the newest claim known.
+func (o *Owner) Lease(p int) (Lease, error) {
+	if o.ctx.Err() != nil {
+		return Lease{}, ErrClosed
+	}
+	if p < 0 || p >= len(o.parts) {
+		return Lease{}, fmt.Errorf("owner: partition %d out of range [0,%d)", p, len(o.parts))
+	}
+	if l, ok := o.parts[p].lease(); ok {
+		return l, nil
+	}
+	c, _ := o.claims.Get(p)
+	return Lease{}, &NotOwnerError{P: p, Claim: c}
+}
+
+// Serving reports the claim this node serves partition p under, if any.
+func (o *Owner) Serving(p int) (store.Claim, bool) { return o.parts[p].servedClaim() }
+
+// Kick asks the loop to look at the ring and the claims again.
+func (o *Owner) Kick() {
+	select {
+	case o.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run is the reconcile loop: it waits for a ring view that has been stable
+// for SettleTime, then starts the attempts Plan asks for.
+func (o *Owner) run() {
+	defer o.wg.Done()
+	var version uint64
+	var stableAt time.Time
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		t := o.ring.Table()
+		changed, claimsChanged := o.ring.Changed(), o.claims.Changed()
+		now := time.Now()
+		if t.Version != version || stableAt.IsZero() {
+			version, stableAt = t.Version, now.Add(o.cfg.SettleTime)
+		}
+		wake := time.Second
+		if now.Before(stableAt) {
+			wake = stableAt.Sub(now)
+		} else {
+			wake = min(wake, o.reconcile(t, now))
+		}
+		timer.Reset(wake)
+		select {
+		case <-o.ctx.Done():
+			return
+		case <-changed:
+		case <-claimsChanged:
+		case <-o.kick:
+		case <-timer.C:
+		}
+	}
+}
+
+// reconcile starts the attempts Plan asks for and returns how long until
+// the next backoff ends.
+func (o *Owner) reconcile(t *ring.Table, now time.Time) time.Duration {
+	if o.leaving.Load() {
+		return time.Second
+	}
+	if err := o.persistCluster(); err != nil {
+		o.cfg.Logger.Warn("cannot adopt cluster ID", "err", err)
+		return time.Second
+	}
+	wake := time.Second
+	steps := Plan(o.cfg.Self, t, o.claims.Snapshot(),
+		func(p int) bool { _, ok := o.parts[p].servedClaim(); return ok },
+		o.fenced)
+	for _, s := range steps {
+		if s.Action == Acquire && !o.synced.Load() {
+			continue
+		}
+		pt := o.parts[s.P]
+		if !pt.tryBusy(now) {
+			pt.mu.Lock()
+			if pt.retryAt.After(now) {
+				wake = min(wake, pt.retryAt.Sub(now))
+			}
+			pt.mu.Unlock()
+			continue
+		}
+		o.wg.Add(1)
+		go o.attempt(s, t)
+	}
+	return wake
+}
+
+// persistCluster stores the cluster ID learned by gossip before the node
+// takes part in any protocol.
+func (o *Owner) persistCluster() error {
+	id := o.claims.Cluster()
+	if id == "" {
+		return nil
+	}
+	cur, err := o.store.ClusterID()
+	if err != nil || cur == id {
+		return err
+	}
+	return o.store.SetClusterID(id)
+}
+
+// attempt runs one step for a partition, bounded by the semaphore.
+func (o *Owner) attempt(s Step, t *ring.Table) {
+	defer o.wg.Done()
+	select {
+	case o.sem <- struct{}{}:
+	case <-o.ctx.Done():
+		o.parts[s.P].done(false, time.Now(), o.cfg.RetryBackoff, 0)
+		return
+	}
+	defer func() { <-o.sem }()
+	var ok bool
+	var seen = s.Claim.Epoch
+	switch s.Action {
+	case Resume:
+		ok = o.resume(s.P, s.Claim)
+	case Acquire:
+		ok, seen = o.acquire(s.P, s.Claim, t)
+	}
+	o.parts[s.P].done(ok, time.Now(), o.cfg.RetryBackoff, seen)
+	if !ok {
+		o.Kick()
+	}
+}

@@ -1,0 +1,155 @@
+package owner
+
+import (
+	"sync"
+	"time"
+
+	"github.com/singlewriter/singlewriter/epoch"
+	"github.com/singlewriter/singlewriter/store"
+)
+
+// partition is the runtime state of one partition on this node.
+type partition struct {
+	p int
+	// mu guards every field below.
+	mu sync.Mutex
+	// serving is true between the start marker of claim and a drain.
+	// Invariant: serving implies claim.Owner is this node.
+	serving bool
+	claim   store.Claim
+	// inflight counts leases not yet released; idle is closed when it
+	// drops to zero while draining.
+	inflight int
+	idle     chan struct{}
+	// busy is true while an acquire or resume runs for the partition.
+	busy bool
+	// preparing counts Prepares being handled: serving may not start while
+	// one may be about to promise a higher epoch.
+	preparing int
+	// retryAt delays the next attempt after a failure; failures counts
+	// consecutive failures for the backoff.
+	retryAt  time.Time
+	failures int
+	// seen is the highest epoch this node has seen refuse it.
+	seen epoch.Epoch
+}
+
+// Lease is the right to run one call on a served partition at Epoch.
+// Release it when the call's commit has finished.
+type Lease struct {
+	// P is the partition.
+	P int
+	// Epoch is the served claim's epoch: every write of the call carries it.
+	Epoch epoch.Epoch
+	part  *partition
+}
+
+// Release ends the lease; a drain waits for every lease to be released.
+func (l Lease) Release() {
+	pt := l.part
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	pt.inflight--
+	if pt.inflight == 0 && pt.idle != nil {
+		close(pt.idle)
+		pt.idle = nil
+	}
+}
+
+// lease admits a call if the partition is served.
+func (pt *partition) lease() (Lease, bool) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if !pt.serving {
+		return Lease{}, false
+	}
+	pt.inflight++
+	return Lease{P: pt.p, Epoch: pt.claim.Epoch, part: pt}, true
+}
+
+// stop ends serving and returns a channel closed once no lease is held.
+func (pt *partition) stop() <-chan struct{} {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	pt.serving = false
+	if pt.inflight == 0 {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	if pt.idle == nil {
+		pt.idle = make(chan struct{})
+	}
+	return pt.idle
+}
+
+// servedClaim returns the claim served, if any.
+func (pt *partition) servedClaim() (store.Claim, bool) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	return pt.claim, pt.serving
+}
+
+// start begins serving c unless a Prepare is being handled or fenced
+// reports that a higher epoch was promised. The check and the switch are
+// one step under mu, and HandlePrepare holds preparing from before its
+// drain until its promise is durable: so either serving starts before the
+// drain (which then stops it) or the check sees the Prepare or its promise.
+func (pt *partition) start(c store.Claim, fenced func() bool) bool {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if pt.preparing > 0 || fenced() {
+		return false
+	}
+	pt.serving, pt.claim = true, c
+	return true
+}
+
+// beginPrepare marks a Prepare in progress; endPrepare ends it.
+func (pt *partition) beginPrepare() {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	pt.preparing++
+}
+
+func (pt *partition) endPrepare() {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	pt.preparing--
+}
+
+// tryBusy marks an attempt as running unless one runs or its backoff has
+// not elapsed.
+func (pt *partition) tryBusy(now time.Time) bool {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if pt.busy || now.Before(pt.retryAt) {
+		return false
+	}
+	pt.busy = true
+	return true
+}
+
+// done ends an attempt; a failed one delays the next by an exponential
+// backoff starting at base and capped at 2s.
+func (pt *partition) done(ok bool, now time.Time, base time.Duration, seen epoch.Epoch) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	pt.busy = false
+	pt.seen = max(pt.seen, seen)
+	if ok {
+		pt.failures = 0
+		pt.retryAt = time.Time{}
+		return
+	}
+	pt.failures++
+	wait := min(base<<min(pt.failures-1, 10), 2*time.Second)
+	pt.retryAt = now.Add(wait)
+}
+
+// seenEpoch returns the highest epoch that refused this node.
+func (pt *partition) seenEpoch() epoch.Epoch {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	return pt.seen
+}

@@ -1,0 +1,46 @@
+package owner
+
+import (
+	"github.com/singlewriter/singlewriter/ring"
+	"github.com/singlewriter/singlewriter/store"
+)
+
+// Action is what Plan asks of the node for one partition.
+type Action int
+
+const (
+	// Resume: the newest claim is ours but we do not serve it (after a
+	// restart): serve it again if no higher epoch was promised meanwhile.
+	Resume Action = iota + 1
+	// Acquire: the ring wants us to own the partition and the newest claim
+	// names another owner (or ours, but a higher promise fenced it).
+	Acquire
+)
+
+// Step is one partition's action.
+type Step struct {
+	P      int
+	Action Action
+	Claim  store.Claim
+}
+
+// Plan compares the ring's desired placement with the claims and returns
+// what node self should do. serving reports whether self serves a
+// partition; fenced reports whether self promised a partition an epoch
+// above claim c's, so that c cannot be resumed. Plan is pure given those.
+func Plan(self string, t *ring.Table, claims []store.Claim, serving func(p int) bool, fenced func(p int, c store.Claim) bool) []Step {
+	var steps []Step
+	for p, c := range claims {
+		if c.Owner == "" || serving(p) {
+			continue
+		}
+		desired := p < len(t.Owners) && t.Owners[p] == self
+		switch {
+		case c.Owner == self && !fenced(p, c):
+			steps = append(steps, Step{P: p, Action: Resume, Claim: c})
+		case desired:
+			steps = append(steps, Step{P: p, Action: Acquire, Claim: c})
+		}
+	}
+	return steps
+}

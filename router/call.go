@@ -1,0 +1,117 @@
+package router
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"time"
+)
+
+// Retry pacing of Call while a partition has no reachable owner.
+const (
+	minRetryDelay = 2 * time.Millisecond
+	maxRetryDelay = 200 * time.Millisecond
+)
+
+// CallOption changes one Call.
+type CallOption func(*callOptions)
+
+type callOptions struct{ id []byte }
+
+// RequestID sets the call's request ID (at most 64 bytes). Calls with the
+// same ID on the same key run once: a repeat returns the first one's stored
+// response (kept for Config.DedupRetention). Without it, Call draws a
+// random ID, which still makes Call's own retries safe.
+func RequestID(id []byte) CallOption {
+	return func(o *callOptions) { o.id = id }
+}
+
+// Call runs method on key's owner with payload and returns the handler's
+// response. It may enter any node: the call goes to the owner of the key's
+// partition and is retried, with the same request ID, until an owner
+// answers or ctx ends. Its errors match ErrUnavailable (no owner answered
+// in time), ErrUnknownMethod, ErrHandler, ErrStaleEpoch (the handler ran
+// but the partition moved on before its commit: nothing was written),
+// ErrPayloadTooLarge, ErrEmptyKey or ErrClosed.
+func (n *Node) Call(ctx context.Context, key []byte, method string, payload []byte, opts ...CallOption) ([]byte, error) {
+	var o callOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	switch {
+	case len(key) == 0:
+		return nil, ErrEmptyKey
+	case len(payload) > n.cfg.MaxPayload:
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrPayloadTooLarge, len(payload), n.cfg.MaxPayload)
+	case len(o.id) > 64:
+		return nil, fmt.Errorf("router: request ID of %d bytes, limit 64", len(o.id))
+	case n.ctx.Err() != nil || !n.started:
+		return nil, ErrClosed
+	}
+	if o.id == nil {
+		o.id = make([]byte, 16)
+		rand.Read(o.id)
+	}
+	req := callRequest{ID: o.id, Key: key, Method: method, Payload: payload}
+	p := n.Partition(key)
+	delay := minRetryDelay
+	var last error
+	for {
+		r, err := n.route(ctx, p, req)
+		if err == nil {
+			switch r.Status {
+			case statusOK:
+				return r.Body, nil
+			case statusUnknownMethod:
+				return nil, fmt.Errorf("%w: %q", ErrUnknownMethod, method)
+			case statusHandlerError:
+				return nil, fmt.Errorf("%w: %s", ErrHandler, r.Body)
+			case statusStale:
+				return nil, fmt.Errorf("%w: %s", ErrStaleEpoch, r.Body)
+			case statusNotOwner:
+				err = fmt.Errorf("%w: partition %d", ErrNotOwner, p)
+				if n.owner.Claims().Merge(p, r.Claim) {
+					last = err
+					continue // a newer claim: go there now
+				}
+			default:
+				err = errors.New(string(r.Body))
+			}
+		}
+		last = err
+		wait := delay/2 + mrand.N(delay/2+1)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w: partition %d: %w (last refusal: %v)", ErrUnavailable, p, ctx.Err(), last)
+		case <-n.ctx.Done():
+			t.Stop()
+			return nil, ErrClosed
+		case <-t.C:
+		}
+		delay = min(2*delay, maxRetryDelay)
+	}
+}
+
+// route sends one attempt of a call to the owner this node knows for p.
+func (n *Node) route(ctx context.Context, p int, req callRequest) (callResponse, error) {
+	c, ok := n.owner.Claims().Get(p)
+	if !ok {
+		return callResponse{}, fmt.Errorf("router: no claim known for partition %d", p)
+	}
+	if c.Owner == n.cfg.Name {
+		return n.execute(ctx, req), nil
+	}
+	addr, err := n.rpcAddr(c.Owner)
+	if err != nil {
+		return callResponse{}, err
+	}
+	b, err := n.client.Call(ctx, addr, msgCall, req.encode())
+	if err != nil {
+		return callResponse{}, err
+	}
+	return decodeCallResponse(b)
+}

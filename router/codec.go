@@ -1,0 +1,138 @@
+package router
+
+import (
+	"fmt"
+
+	"github.com/singlewriter/singlewriter/internal/wire"
+	"github.com/singlewriter/singlewriter/owner"
+	"github.com/singlewriter/singlewriter/store"
+)
+
+// Message types on the RPC connections between nodes.
+const (
+	msgCall uint8 = iota + 1
+	msgPrepare
+	msgAccept
+	msgSync
+	msgChoose
+	msgFetch
+	msgHandoff
+)
+
+// status is the outcome of a call at the node that received it.
+type status uint8
+
+const (
+	statusOK status = iota
+	// statusNotOwner: the node does not serve the partition; Claim names
+	// the newest claim it knows.
+	statusNotOwner
+	statusUnknownMethod
+	statusHandlerError
+	// statusStale: the call ran but its commit was fenced: nothing written.
+	statusStale
+	// statusUnavailable: the node cannot serve now (closing, store failed).
+	statusUnavailable
+)
+
+type callRequest struct {
+	ID      []byte
+	Key     []byte
+	Method  string
+	Payload []byte
+}
+
+func (r callRequest) encode() []byte {
+	var e wire.Encoder
+	e.Bytes(r.ID)
+	e.Bytes(r.Key)
+	e.String(r.Method)
+	e.Bytes(r.Payload)
+	return e.Out()
+}
+
+func decodeCallRequest(b []byte) (callRequest, error) {
+	d := wire.NewDecoder(b)
+	r := callRequest{ID: d.Bytes(), Key: d.Bytes(), Method: d.String(), Payload: d.Bytes()}
+	if err := d.Finish(); err != nil {
+		return r, fmt.Errorf("router: decode call: %w", err)
+	}
+	return r, nil
+}
+
+type callResponse struct {
+	Status status
+	// Body is the handler's response, or an error's text.
+	Body  []byte
+	Claim store.Claim
+}
+
+func (r callResponse) encode() []byte {
+	var e wire.Encoder
+	e.Uint8(uint8(r.Status))
+	e.Bytes(r.Body)
+	owner.EncodeClaim(&e, r.Claim)
+	return e.Out()
+}
+
+func decodeCallResponse(b []byte) (callResponse, error) {
+	d := wire.NewDecoder(b)
+	r := callResponse{Status: status(d.Uint8()), Body: d.Bytes(), Claim: owner.DecodeClaim(d)}
+	if err := d.Finish(); err != nil {
+		return r, fmt.Errorf("router: decode call response: %w", err)
+	}
+	return r, nil
+}
+
+// fetchRequest asks for one page of a partition's data.
+type fetchRequest struct {
+	P      int
+	Ballot uint64
+	After  []byte
+}
+
+func (r fetchRequest) encode() []byte {
+	var e wire.Encoder
+	e.Uvarint(uint64(r.P))
+	e.Uvarint(r.Ballot)
+	e.Bytes(r.After)
+	return e.Out()
+}
+
+func decodeFetchRequest(b []byte) (fetchRequest, error) {
+	d := wire.NewDecoder(b)
+	r := fetchRequest{P: int(min(d.Uvarint(), 1<<31)), Ballot: d.Uvarint(), After: d.Bytes()}
+	if err := d.Finish(); err != nil {
+		return r, fmt.Errorf("router: decode fetch: %w", err)
+	}
+	return r, nil
+}
+
+func encodePage(entries []store.Entry, next []byte) []byte {
+	var e wire.Encoder
+	e.Bytes(next)
+	e.Uvarint(uint64(len(entries)))
+	for _, en := range entries {
+		e.Uint8(uint8(en.Kind))
+		e.Bytes(en.Key)
+		e.Bytes(en.Value)
+	}
+	return e.Out()
+}
+
+func decodePage(b []byte) ([]store.Entry, []byte, error) {
+	d := wire.NewDecoder(b)
+	next := d.Bytes()
+	n := d.Uvarint()
+	var entries []store.Entry
+	for i := uint64(0); i < n && d.Err() == nil; i++ {
+		entries = append(entries, store.Entry{Kind: store.EntryKind(d.Uint8()), Key: d.Bytes(), Value: d.Bytes()})
+	}
+	if err := d.Finish(); err != nil {
+		return nil, nil, fmt.Errorf("router: decode page: %w", err)
+	}
+	if len(next) == 0 {
+		next = nil
+	}
+	return entries, next, nil
+}

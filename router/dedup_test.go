@@ -1,0 +1,107 @@
+package router
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/singlewriter/singlewriter/ring"
+)
+
+// countingInc is counter that counts its runs and, while hold is set,
+// signals started and waits for proceed before returning.
+type countingInc struct {
+	runs    atomic.Int64
+	hold    atomic.Bool
+	started chan struct{}
+	proceed chan struct{}
+}
+
+func (h *countingInc) handle(ctx context.Context, req *Request) ([]byte, error) {
+	h.runs.Add(1)
+	out, err := counter(ctx, req)
+	if h.hold.Load() {
+		h.started <- struct{}{}
+		<-h.proceed
+	}
+	return out, err
+}
+
+func TestRetryAfterLostReplyRunsOnceAndReturnsStoredResponse(t *testing.T) {
+	h := &countingInc{started: make(chan struct{}), proceed: make(chan struct{})}
+	c := newTestCluster(t, 2, func(n *Node) {
+		n.Handle("inc", h.handle)
+		n.Handle("get", get)
+	})
+	// A key owned by n1, entered at n0: the reply crosses the network.
+	var key []byte
+	for i := 0; key == nil; i++ {
+		k := fmt.Appendf(nil, "pay-%d", i)
+		if cl, _ := c.nodes[0].Owner(c.nodes[0].Partition(k)); cl.Owner == "n1" {
+			key = k
+		}
+	}
+	id := []byte("request-1")
+
+	// The first attempt runs, but its caller gives up before the reply.
+	h.hold.Store(true)
+	lost, cancelLost := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.nodes[0].Call(lost, key, "inc", nil, RequestID(id))
+		first <- err
+	}()
+	<-h.started
+	cancelLost()
+	require.ErrorIs(t, <-first, context.Canceled)
+	h.hold.Store(false)
+	close(h.proceed)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := c.nodes[0].Call(ctx, key, "inc", nil, RequestID(id))
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), binary.BigEndian.Uint64(out), "the stored response of the first run")
+	require.Equal(t, int64(1), h.runs.Load(), "the handler ran once")
+
+	v, err := c.nodes[1].Call(ctx, key, "get", nil)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), binary.BigEndian.Uint64(v))
+}
+
+func TestRetryReachingNewOwnerAfterHandoffReturnsStoredResponse(t *testing.T) {
+	h := &countingInc{}
+	c := newTestCluster(t, 2, func(n *Node) { n.Handle("inc", h.handle) })
+	// A key that moves to n2 when it joins.
+	next := ring.Place([]ring.Member{{Name: "n0"}, {Name: "n1"}, {Name: "n2"}}, ring.DefaultPartitions, 1)
+	var key []byte
+	for i := 0; key == nil; i++ {
+		k := fmt.Appendf(nil, "pay-%d", i)
+		if next.Owners[c.nodes[0].Partition(k)] == "n2" {
+			key = k
+		}
+	}
+	p := c.nodes[0].Partition(key)
+	before, _ := c.nodes[0].Owner(p)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id := []byte("request-2")
+	out1, err := c.nodes[0].Call(ctx, key, "inc", nil, RequestID(id))
+	require.NoError(t, err)
+
+	c.add("n2", false)
+	c.waitConverged()
+	after, _ := c.nodes[0].Owner(p)
+	require.Equal(t, "n2", after.Owner)
+	require.Greater(t, after.Epoch, before.Epoch)
+
+	out2, err := c.nodes[0].Call(ctx, key, "inc", nil, RequestID(id))
+	require.NoError(t, err)
+	require.Equal(t, out1, out2, "the retry gets the stored response")
+	require.Equal(t, int64(1), h.runs.Load(), "the handler ran once, before the handoff")
+}

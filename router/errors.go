@@ -1,0 +1,36 @@
+package router
+
+import (
+	"errors"
+
+	"github.com/singlewriter/singlewriter/epoch"
+	"github.com/singlewriter/singlewriter/owner"
+)
+
+// The errors a Call returns, matched with errors.Is.
+var (
+	// ErrUnavailable is returned by Call when no node served the key's
+	// partition before ctx ended (its owner is down, or ownership is
+	// moving). The error also wraps ctx's error and the last refusal.
+	ErrUnavailable = errors.New("router: partition unavailable")
+	// ErrUnknownMethod is returned by Call when the owner has no handler
+	// for the method. Nothing ran.
+	ErrUnknownMethod = errors.New("router: unknown method")
+	// ErrPayloadTooLarge is returned by Call, before anything is sent, when
+	// the payload exceeds Config.MaxPayload.
+	ErrPayloadTooLarge = errors.New("router: payload too large")
+	// ErrEmptyKey is returned by Call for an empty key.
+	ErrEmptyKey = errors.New("router: empty key")
+	// ErrClosed is returned by every method after Close or Leave.
+	ErrClosed = errors.New("router: node closed")
+	// ErrHandler is wrapped by Call's error when the handler returned an
+	// error: the call ran and wrote nothing. The message is the handler's.
+	ErrHandler = errors.New("router: handler failed")
+	// ErrNotOwner is matched by a call that reached a node that does not
+	// serve the key; Call retries those itself until ctx ends.
+	ErrNotOwner = owner.ErrNotOwner
+	// ErrStaleEpoch is matched when a write was fenced: the partition moved
+	// to a newer epoch while the call ran, and nothing was written. Call
+	// returns it without retrying, because the handler already ran once.
+	ErrStaleEpoch = epoch.ErrStale
+)

@@ -1,0 +1,239 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/singlewriter/singlewriter/epoch"
+	"github.com/singlewriter/singlewriter/owner"
+	"github.com/singlewriter/singlewriter/store"
+)
+
+// executor runs calls on the partitions this node serves: one FIFO queue
+// per key, pipelined commits, and request dedup.
+type executor struct {
+	n     *Node
+	parts []*partExec
+}
+
+func newExecutor(n *Node) *executor {
+	x := &executor{n: n, parts: make([]*partExec, n.cfg.Partitions)}
+	for p := range x.parts {
+		x.parts[p] = &partExec{
+			p:         p,
+			queues:    map[string][]*job{},
+			overlay:   map[string]*pendingWrite{},
+			responses: map[string]*pendingResponse{},
+		}
+	}
+	return x
+}
+
+// partExec is the execution state of one partition.
+//
+// Pipelining: a call runs on the values its key's earlier calls wrote even
+// before they are durable (the overlay), and its reply waits for its own
+// commit. Commits apply in submission order and a refusal is permanent for
+// an epoch (the promise only grows) while a failed transaction poisons the
+// store, so a commit that succeeds implies every commit it read from
+// succeeded: no reply ever leaves with state that was not made durable.
+type partExec struct {
+	p int
+	// mu guards the maps below.
+	mu sync.Mutex
+	// queues holds each busy key's waiting jobs; a key is present while its
+	// worker runs.
+	queues map[string][]*job
+	// overlay holds each key's newest value not yet committed.
+	overlay map[string]*pendingWrite
+	// responses holds responses not yet committed, by request ID.
+	responses map[string]*pendingResponse
+}
+
+type pendingWrite struct{ value []byte }
+
+type pendingResponse struct {
+	body []byte
+	done chan struct{}
+	// err is the commit's outcome; set before done is closed.
+	err error
+}
+
+// job is one call waiting in its key's queue.
+type job struct {
+	ctx  context.Context
+	req  callRequest
+	h    Handler
+	done chan callResponse
+}
+
+// execute runs a call that reached this node and returns its outcome.
+// If ctx ends first the call may still complete; a retry with the same
+// request ID then returns its stored response.
+func (n *Node) execute(ctx context.Context, req callRequest) callResponse {
+	h := n.handler(req.Method)
+	if h == nil {
+		return callResponse{Status: statusUnknownMethod, Body: []byte(req.Method)}
+	}
+	j := &job{ctx: ctx, req: req, h: h, done: make(chan callResponse, 1)}
+	n.exec.parts[n.Partition(req.Key)].enqueue(n, j)
+	select {
+	case r := <-j.done:
+		return r
+	case <-ctx.Done():
+		return callResponse{Status: statusUnavailable, Body: []byte(ctx.Err().Error())}
+	}
+}
+
+// enqueue appends j to its key's queue and starts the key's worker if the
+// key was idle.
+func (pe *partExec) enqueue(n *Node, j *job) {
+	key := string(j.req.Key)
+	pe.mu.Lock()
+	q, busy := pe.queues[key]
+	pe.queues[key] = append(q, j)
+	pe.mu.Unlock()
+	if !busy {
+		n.wg.Add(1)
+		go pe.work(n, key)
+	}
+}
+
+// work runs key's jobs one at a time until its queue is empty.
+func (pe *partExec) work(n *Node, key string) {
+	defer n.wg.Done()
+	for {
+		pe.mu.Lock()
+		q := pe.queues[key]
+		if len(q) == 0 {
+			delete(pe.queues, key)
+			pe.mu.Unlock()
+			return
+		}
+		j := q[0]
+		pe.queues[key] = q[1:]
+		pe.mu.Unlock()
+		pe.run(n, j)
+	}
+}
+
+// run executes one job: lease, dedup, handler, submit. It returns once the
+// commit is submitted; complete replies after it is durable.
+func (pe *partExec) run(n *Node, j *job) {
+	lease, err := n.owner.Lease(pe.p)
+	if err != nil {
+		j.done <- notServed(err)
+		return
+	}
+	id := string(j.req.ID)
+	pe.mu.Lock()
+	pr := pe.responses[id]
+	pe.mu.Unlock()
+	if pr != nil { // a retry of a call whose commit is still pending
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			<-pr.done
+			lease.Release()
+			j.done <- committed(pr.body, pr.err)
+		}()
+		return
+	}
+	if body, ok, err := n.store.Response(pe.p, j.req.ID); err != nil || ok {
+		lease.Release()
+		j.done <- committed(body, err)
+		return
+	}
+	st, err := pe.state(n, j.req.Key)
+	if err != nil {
+		lease.Release()
+		j.done <- committed(nil, err)
+		return
+	}
+	req := &Request{Key: j.req.Key, Method: j.req.Method, Payload: j.req.Payload, Partition: pe.p, Epoch: lease.Epoch, State: st}
+	body, err := callHandler(j.ctx, j.h, req)
+	if err != nil {
+		lease.Release()
+		j.done <- callResponse{Status: statusHandlerError, Body: []byte(err.Error())}
+		return
+	}
+	pe.submit(n, j, lease, st, body)
+}
+
+// submit records the call's writes in the overlay and sends its commit.
+func (pe *partExec) submit(n *Node, j *job, lease owner.Lease, st *State, body []byte) {
+	b := &store.Batch{Partition: pe.p, Epoch: lease.Epoch, RequestID: j.req.ID, Response: body}
+	key, id := string(j.req.Key), string(j.req.ID)
+	var w *pendingWrite
+	pr := &pendingResponse{body: body, done: make(chan struct{})}
+	pe.mu.Lock()
+	if st.changed {
+		b.Writes = []store.KV{{Key: j.req.Key, Value: st.value}}
+		w = &pendingWrite{value: st.value}
+		pe.overlay[key] = w
+	}
+	pe.responses[id] = pr
+	pe.mu.Unlock()
+	pending := n.store.Submit(b)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		<-pending.Done()
+		pr.err = pending.Err()
+		pe.mu.Lock()
+		if w != nil && pe.overlay[key] == w {
+			delete(pe.overlay, key)
+		}
+		delete(pe.responses, id)
+		pe.mu.Unlock()
+		close(pr.done)
+		lease.Release()
+		j.done <- committed(body, pr.err)
+	}()
+}
+
+// state returns key's value as the next call must see it: the newest
+// pending write, else the stored value.
+func (pe *partExec) state(n *Node, key []byte) (*State, error) {
+	pe.mu.Lock()
+	w := pe.overlay[string(key)]
+	pe.mu.Unlock()
+	if w != nil {
+		return &State{old: w.value, found: w.value != nil}, nil
+	}
+	v, ok, err := n.store.Get(pe.p, key)
+	return &State{old: v, found: ok}, err
+}
+
+// callHandler runs h, turning a panic into an error.
+func callHandler(ctx context.Context, h Handler, req *Request) (body []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("handler panicked: %v", r)
+		}
+	}()
+	return h(ctx, req)
+}
+
+// committed maps a commit's outcome to a call response.
+func committed(body []byte, err error) callResponse {
+	switch {
+	case err == nil:
+		return callResponse{Status: statusOK, Body: body}
+	case errors.Is(err, epoch.ErrStale):
+		return callResponse{Status: statusStale, Body: []byte(err.Error())}
+	default:
+		return callResponse{Status: statusUnavailable, Body: []byte(err.Error())}
+	}
+}
+
+// notServed maps a refused lease to a call response.
+func notServed(err error) callResponse {
+	var ne *owner.NotOwnerError
+	if errors.As(err, &ne) {
+		return callResponse{Status: statusNotOwner, Claim: ne.Claim}
+	}
+	return callResponse{Status: statusUnavailable, Body: []byte(err.Error())}
+}

@@ -1,0 +1,101 @@
+package router
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/singlewriter/singlewriter/store"
+)
+
+func TestJoinAndLeaveUnderTrafficLoseNothing(t *testing.T) {
+	probe := newOverlapProbe()
+	setup := func(n *Node) {
+		n.Handle("inc", probe.handler(counter))
+		n.Handle("get", get)
+	}
+	c := newTestCluster(t, 3, setup)
+	before := claimsOf(c.nodes[0])
+
+	// The live set changes under the load; the load reads it each call.
+	var mu sync.Mutex
+	live := c.live()
+	nodes := func() []*Node {
+		mu.Lock()
+		defer mu.Unlock()
+		return live
+	}
+	const keys, perKey = 50, 1000
+	type result struct {
+		failed int64
+		first  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		f, e := incrementLoad(context.Background(), nodes, 32, keys, perKey)
+		done <- result{f, e}
+	}()
+
+	waitRuns := func(n int64) {
+		waitFor(t, 60*time.Second, func() error {
+			if probe.runs.Load() < n {
+				return errorf("%d increments so far", probe.runs.Load())
+			}
+			return nil
+		})
+	}
+	waitRuns(keys * perKey / 4)
+	joined := c.add("n3", false)
+	mu.Lock()
+	live = append(live, joined)
+	mu.Unlock()
+	c.waitConverged()
+
+	waitRuns(keys * perKey / 2)
+	leaving := c.nodes[1]
+	mu.Lock()
+	live = []*Node{c.nodes[0], c.nodes[2], joined}
+	mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, leaving.Leave(ctx))
+	c.waitConverged()
+
+	r := <-done
+	require.Zero(t, r.failed, "first failure: %v", r.first)
+	for k, v := range readCounters(t, c.nodes[0], keys) {
+		require.Equal(t, uint64(perKey), v, "counter-%d", k)
+	}
+	require.Zero(t, probe.overlaps.Load())
+
+	after := claimsOf(c.nodes[0])
+	moved := 0
+	for p := range after {
+		if after[p].Owner == before[p].Owner {
+			continue
+		}
+		moved++
+		require.Greater(t, after[p].Epoch, before[p].Epoch, "partition %d moved from %s to %s", p, before[p].Owner, after[p].Owner)
+		owner := c.node(after[p].Owner)
+		served, ok := owner.Serving(p)
+		require.True(t, ok, "partition %d: new owner %s does not serve it", p, owner.Name())
+		require.Equal(t, after[p].Epoch, served.Epoch)
+	}
+	require.NotZero(t, moved)
+	// Every counter is readable from the node that now serves it, straight
+	// from its store.
+	for k := range keys {
+		key := []byte(keyName(k))
+		p := c.nodes[0].Partition(key)
+		owner := c.node(after[p].Owner)
+		v, ok, err := owner.store.Get(p, key)
+		require.NoError(t, err)
+		require.True(t, ok, "%s missing at its owner %s", key, owner.Name())
+		require.Len(t, v, 8)
+	}
+}
+
+func claimsOf(n *Node) []store.Claim { return n.owner.Claims().Snapshot() }

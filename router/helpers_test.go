@@ -1,0 +1,159 @@
+package router
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// testCluster is a set of nodes on loopback sockets in one process.
+type testCluster struct {
+	t     *testing.T
+	dir   string
+	nodes []*Node
+	// setup registers handlers on a node before it starts.
+	setup func(n *Node)
+}
+
+func newTestCluster(t *testing.T, size int, setup func(n *Node)) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, dir: t.TempDir(), setup: setup}
+	for i := range size {
+		c.add(fmt.Sprintf("n%d", i), i == 0)
+	}
+	c.waitConverged()
+	return c
+}
+
+func (c *testCluster) config(name string, bootstrap bool) Config {
+	var seeds []string
+	for _, n := range c.nodes {
+		if n.ctx.Err() == nil {
+			seeds = append(seeds, n.GossipAddr())
+		}
+	}
+	return Config{
+		Name:             name,
+		DataDir:          filepath.Join(c.dir, name),
+		Seeds:            seeds,
+		Bootstrap:        bootstrap,
+		SettleTime:       50 * time.Millisecond,
+		DrainTimeout:     time.Second,
+		PushPullInterval: 200 * time.Millisecond,
+	}
+}
+
+// add starts a node and joins it to the others.
+func (c *testCluster) add(name string, bootstrap bool) *Node {
+	c.t.Helper()
+	return c.start(c.config(name, bootstrap))
+}
+
+func (c *testCluster) start(cfg Config) *Node {
+	c.t.Helper()
+	n, err := New(cfg)
+	require.NoError(c.t, err)
+	if c.setup != nil {
+		c.setup(n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(c.t, n.Start(ctx))
+	c.t.Cleanup(func() { n.Close() })
+	c.nodes = append(c.nodes, n)
+	return n
+}
+
+// live returns the nodes not closed.
+func (c *testCluster) live() []*Node {
+	var live []*Node
+	for _, n := range c.nodes {
+		if n.ctx.Err() == nil {
+			live = append(live, n)
+		}
+	}
+	return live
+}
+
+// waitConverged waits until every live node sees every live node, every
+// partition is served by its desired owner, and all nodes agree on claims.
+func (c *testCluster) waitConverged() {
+	c.t.Helper()
+	live := c.live()
+	waitFor(c.t, 60*time.Second, func() error {
+		for _, n := range live {
+			if got := len(n.Members()); got != len(live) {
+				return fmt.Errorf("%s sees %d members, want %d", n.Name(), got, len(live))
+			}
+		}
+		first := live[0]
+		t := first.ring.Table()
+		for p := range first.cfg.Partitions {
+			want := t.Owners[p]
+			for _, n := range live {
+				cl, ok := n.Owner(p)
+				if !ok || cl.Owner != want {
+					return fmt.Errorf("%s: partition %d claimed by %q, desired %q", n.Name(), p, cl.Owner, want)
+				}
+			}
+			if owner := c.node(want); owner != nil {
+				if _, ok := owner.Serving(p); !ok {
+					return fmt.Errorf("partition %d: desired owner %s does not serve it yet", p, want)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+func (c *testCluster) node(name string) *Node {
+	for _, n := range c.live() {
+		if n.Name() == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// waitFor polls cond until it returns nil or the timeout ends. It waits on
+// a condition, never for a fixed time.
+func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met after %s: %v", timeout, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// counter is a handler that increments the key's 8-byte counter and
+// returns the new value.
+func counter(_ context.Context, req *Request) ([]byte, error) {
+	v, _ := req.State.Get()
+	var n uint64
+	if len(v) == 8 {
+		n = binary.BigEndian.Uint64(v)
+	}
+	out := binary.BigEndian.AppendUint64(nil, n+1)
+	req.State.Put(out)
+	return out, nil
+}
+
+// get is a handler that returns the key's value.
+func get(_ context.Context, req *Request) ([]byte, error) {
+	v, _ := req.State.Get()
+	return v, nil
+}
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

@@ -1,0 +1,237 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/singlewriter/singlewriter/internal/rpc"
+	"github.com/singlewriter/singlewriter/owner"
+	"github.com/singlewriter/singlewriter/ring"
+	"github.com/singlewriter/singlewriter/store"
+)
+
+// placementVersion names the partition placement rules this build uses;
+// nodes that differ are refused.
+const placementVersion = 1
+
+// Node is one member of a cluster: it serves the partitions it owns and
+// routes calls for the others. Create it with New, register handlers with
+// Handle, then Start.
+type Node struct {
+	cfg    Config
+	store  *store.Store
+	owner  *owner.Owner
+	ring   *ring.Ring
+	server *rpc.Server
+	client *rpc.Client
+	exec   *executor
+
+	// mu guards handlers.
+	mu       sync.RWMutex
+	handlers map[string]Handler
+
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	started bool
+	once    sync.Once
+}
+
+// New opens the node's store and prepares it; nothing listens or joins
+// until Start.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	st, err := store.Open(store.Config{Dir: cfg.DataDir, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("router: open store: %w", err)
+	}
+	n := &Node{cfg: cfg, store: st, handlers: map[string]Handler{}}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.owner, err = owner.New(owner.Config{
+		Self:         cfg.Name,
+		Partitions:   cfg.Partitions,
+		Store:        st,
+		Transport:    transport{n},
+		Bootstrap:    cfg.Bootstrap,
+		SettleTime:   cfg.SettleTime,
+		DrainTimeout: cfg.DrainTimeout,
+		Logger:       cfg.Logger.With("node", cfg.Name),
+	})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	n.exec = newExecutor(n)
+	return n, nil
+}
+
+// Handle registers h for method. Register every method before Start, and
+// the same methods on every node.
+func (n *Node) Handle(method string, h Handler) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.handlers[method] = h
+}
+
+func (n *Node) handler(method string) Handler {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.handlers[method]
+}
+
+// fingerprint is what two nodes must share to talk.
+func (n *Node) fingerprint() ring.Fingerprint {
+	return ring.Fingerprint{Cluster: n.cfg.Cluster, Partitions: n.cfg.Partitions, RF: 1, PlacementVersion: placementVersion}
+}
+
+// Start listens for RPCs, joins the gossip through the seeds (until ctx
+// ends) and begins serving and acquiring partitions.
+func (n *Node) Start(ctx context.Context) error {
+	if n.started {
+		return errors.New("router: Start called twice")
+	}
+	n.started = true
+	hello := rpc.Hello{Cluster: fmt.Sprintf("%+v", n.fingerprint()), Node: n.cfg.Name}
+	checkHello := func(h rpc.Hello) error {
+		if h.Cluster != hello.Cluster {
+			return fmt.Errorf("router: peer %q is of cluster %s, we are %s", h.Node, h.Cluster, hello.Cluster)
+		}
+		return nil
+	}
+	ln, err := net.Listen("tcp", n.cfg.RPCAddr)
+	if err != nil {
+		return n.failStart(fmt.Errorf("router: listen on %s: %w", n.cfg.RPCAddr, err))
+	}
+	n.client = rpc.NewClient(rpc.ClientConfig{Hello: hello, Accept: checkHello, Logger: n.cfg.Logger})
+	n.server, err = rpc.Serve(rpc.ServerConfig{
+		Listener: ln, Handler: n.serve, Hello: hello, Accept: checkHello,
+		MaxFrame: n.cfg.MaxPayload + 64<<10, Logger: n.cfg.Logger,
+	})
+	if err != nil {
+		ln.Close()
+		return n.failStart(err)
+	}
+	host, portStr, _ := net.SplitHostPort(n.cfg.GossipAddr)
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return n.failStart(fmt.Errorf("router: Config.GossipAddr port %q: %w", portStr, err))
+	}
+	n.ring, err = ring.New(ring.Config{
+		Name: n.cfg.Name, BindAddr: host, BindPort: port,
+		RPCAddr: n.server.Addr().String(), Fingerprint: n.fingerprint(),
+		Seeds: n.cfg.Seeds, Delegate: n.owner, SecretKey: n.cfg.SecretKey,
+		Preset: n.cfg.GossipPreset, PushPullInterval: n.cfg.PushPullInterval,
+		Logger: n.cfg.Logger,
+	})
+	if err != nil {
+		return n.failStart(err)
+	}
+	n.owner.Start(n.ring)
+	if err := n.ring.Join(ctx); err != nil {
+		return n.failStart(fmt.Errorf("router: join: %w", err))
+	}
+	n.wg.Add(1)
+	go n.pruneResponses()
+	return nil
+}
+
+func (n *Node) failStart(err error) error {
+	n.Close()
+	return err
+}
+
+// Name returns the node's name.
+func (n *Node) Name() string { return n.cfg.Name }
+
+// GossipAddr returns the gossip address the node bound, for other nodes'
+// Seeds.
+func (n *Node) GossipAddr() string { return n.ring.GossipAddr() }
+
+// Partition returns the partition of key.
+func (n *Node) Partition(key []byte) int { return ring.Partition(key, n.cfg.Partitions) }
+
+// Owner returns the newest claim this node knows for partition p: its owner
+// and epoch.
+func (n *Node) Owner(p int) (store.Claim, bool) { return n.owner.Claims().Get(p) }
+
+// Serving reports whether this node serves partition p, and at which
+// claim.
+func (n *Node) Serving(p int) (store.Claim, bool) { return n.owner.Serving(p) }
+
+// Members returns the names of the members in this node's view.
+func (n *Node) Members() []string {
+	var names []string
+	for _, m := range n.ring.Table().Members {
+		names = append(names, m.Name)
+	}
+	return names
+}
+
+func (n *Node) rpcAddr(name string) (string, error) {
+	m, ok := n.ring.Table().Member(name)
+	if !ok {
+		return "", fmt.Errorf("router: node %q is not a member", name)
+	}
+	return m.RPCAddr, nil
+}
+
+// Leave hands every partition this node owns to the nodes that own them
+// next, leaves the gossip and closes the node. If ctx ends first, the
+// partitions not yet handed off stay with this node's data directory.
+func (n *Node) Leave(ctx context.Context) error {
+	if !n.started {
+		return n.Close()
+	}
+	err := n.owner.Leave(ctx)
+	if err == nil {
+		err = n.ring.Leave(ctx)
+	}
+	return errors.Join(err, n.Close())
+}
+
+// Close stops the node without handing its partitions off, as a crash
+// would, but cleanly: in-flight calls fail, and a restart with the same
+// Name and DataDir serves its partitions again. It is idempotent.
+func (n *Node) Close() error {
+	var err error
+	n.once.Do(func() {
+		n.cancel()
+		if n.server != nil {
+			err = errors.Join(err, n.server.Close())
+		}
+		n.owner.Close()
+		if n.ring != nil {
+			err = errors.Join(err, n.ring.Close())
+		}
+		if n.client != nil {
+			err = errors.Join(err, n.client.Close())
+		}
+		n.wg.Wait()
+		err = errors.Join(err, n.store.Close())
+	})
+	return err
+}
+
+// pruneResponses deletes stored responses older than DedupRetention.
+func (n *Node) pruneResponses() {
+	defer n.wg.Done()
+	t := time.NewTicker(max(n.cfg.DedupRetention/10, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case now := <-t.C:
+			if _, err := n.store.PruneResponses(n.ctx, now.Add(-n.cfg.DedupRetention)); err != nil && n.ctx.Err() == nil {
+				n.cfg.Logger.Warn("pruning stored responses failed", "err", err)
+			}
+		}
+	}
+}

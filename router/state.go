@@ -1,0 +1,60 @@
+package router
+
+import (
+	"context"
+
+	"github.com/singlewriter/singlewriter/epoch"
+)
+
+// Handler runs a call on the key's owner. Calls for one key run one at a
+// time, in arrival order; calls for different keys run in parallel. The
+// returned bytes are the caller's response; they are stored with req.State's
+// changes in one commit, and a retry with the same request ID gets them
+// back without running again. A non-nil error makes the call write nothing
+// and reaches the caller wrapped in ErrHandler.
+type Handler func(ctx context.Context, req *Request) ([]byte, error)
+
+// Request is one call as its handler sees it.
+type Request struct {
+	// Key is the call's key.
+	Key []byte
+	// Method is the handler's name.
+	Method string
+	// Payload is the caller's payload.
+	Payload []byte
+	// Partition is the key's partition.
+	Partition int
+	// Epoch is the partition's fencing token on this owner. Every write of
+	// this call is checked against it; pass it to resources outside the
+	// library to fence them too (UPDATE ... WHERE fence <= $epoch).
+	Epoch epoch.Epoch
+	// State is the key's value, as of every earlier call on the key.
+	State *State
+}
+
+// State is a transactional view of one key's value: changes apply only if
+// the handler succeeds, atomically with the call's response.
+type State struct {
+	old     []byte
+	found   bool
+	changed bool
+	value   []byte
+}
+
+// Get returns the key's value and whether it exists.
+func (s *State) Get() ([]byte, bool) {
+	if s.changed {
+		return s.value, s.value != nil
+	}
+	return s.old, s.found
+}
+
+// Put sets the key's value (an empty value is a value, not a delete).
+func (s *State) Put(v []byte) {
+	s.changed, s.value = true, append([]byte{}, v...)
+}
+
+// Delete removes the key.
+func (s *State) Delete() {
+	s.changed, s.value = true, nil
+}

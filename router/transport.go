@@ -1,0 +1,127 @@
+package router
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/singlewriter/singlewriter/epoch"
+	"github.com/singlewriter/singlewriter/internal/wire"
+	"github.com/singlewriter/singlewriter/owner"
+	"github.com/singlewriter/singlewriter/store"
+)
+
+// transport carries the owner's protocol messages over the node's RPC
+// client. It implements owner.Transport.
+type transport struct{ n *Node }
+
+func (t transport) call(ctx context.Context, to string, typ uint8, body []byte) ([]byte, error) {
+	addr, err := t.n.rpcAddr(to)
+	if err != nil {
+		return nil, err
+	}
+	return t.n.client.Call(ctx, addr, typ, body)
+}
+
+// Prepare implements owner.Transport.
+func (t transport) Prepare(ctx context.Context, to string, req owner.Prepare) (owner.PromiseReply, error) {
+	b, err := t.call(ctx, to, msgPrepare, req.Encode())
+	if err != nil {
+		return owner.PromiseReply{}, err
+	}
+	return owner.DecodePromiseReply(b)
+}
+
+// Accept implements owner.Transport.
+func (t transport) Accept(ctx context.Context, to string, req owner.Accept) (owner.AcceptReply, error) {
+	b, err := t.call(ctx, to, msgAccept, req.Encode())
+	if err != nil {
+		return owner.AcceptReply{}, err
+	}
+	return owner.DecodeAcceptReply(b)
+}
+
+// Sync implements owner.Transport.
+func (t transport) Sync(ctx context.Context, to string, req owner.Sync) error {
+	_, err := t.call(ctx, to, msgSync, req.Encode())
+	return err
+}
+
+// Choose implements owner.Transport.
+func (t transport) Choose(ctx context.Context, to string, p int, c store.Claim) error {
+	_, err := t.call(ctx, to, msgChoose, owner.Choose{P: p, Claim: c}.Encode())
+	return err
+}
+
+// Fetch implements owner.Transport.
+func (t transport) Fetch(ctx context.Context, from string, p int, ballot epoch.Epoch, after []byte) ([]store.Entry, []byte, error) {
+	b, err := t.call(ctx, from, msgFetch, fetchRequest{P: p, Ballot: uint64(ballot), After: after}.encode())
+	if err != nil {
+		return nil, nil, err
+	}
+	return decodePage(b)
+}
+
+// Handoff implements owner.Transport.
+func (t transport) Handoff(ctx context.Context, to string, p int) error {
+	var e wire.Encoder
+	e.Uvarint(uint64(p))
+	_, err := t.call(ctx, to, msgHandoff, e.Out())
+	return err
+}
+
+// serve answers one RPC from another node. Errors go back as the RPC's
+// error; a call's own outcome travels in its response's status.
+func (n *Node) serve(ctx context.Context, typ uint8, body []byte) ([]byte, error) {
+	switch typ {
+	case msgCall:
+		req, err := decodeCallRequest(body)
+		if err != nil {
+			return nil, err
+		}
+		return n.execute(ctx, req).encode(), nil
+	case msgPrepare:
+		req, err := owner.DecodePrepare(body)
+		if err != nil {
+			return nil, err
+		}
+		r, err := n.owner.HandlePrepare(ctx, req)
+		return r.Encode(), err
+	case msgAccept:
+		req, err := owner.DecodeAccept(body)
+		if err != nil {
+			return nil, err
+		}
+		r, err := n.owner.HandleAccept(ctx, req)
+		return r.Encode(), err
+	case msgSync:
+		req, err := owner.DecodeSync(body)
+		if err != nil {
+			return nil, err
+		}
+		return nil, n.owner.HandleSync(ctx, req)
+	case msgChoose:
+		req, err := owner.DecodeChoose(body)
+		if err != nil {
+			return nil, err
+		}
+		return nil, n.owner.HandleChoose(ctx, req.P, req.Claim)
+	case msgFetch:
+		req, err := decodeFetchRequest(body)
+		if err != nil {
+			return nil, err
+		}
+		entries, next, err := n.owner.HandleFetch(req.P, epoch.Epoch(req.Ballot), req.After)
+		if err != nil {
+			return nil, err
+		}
+		return encodePage(entries, next), nil
+	case msgHandoff:
+		d := wire.NewDecoder(body)
+		p := int(min(d.Uvarint(), 1<<31))
+		if err := d.Finish(); err != nil {
+			return nil, err
+		}
+		return nil, n.owner.HandleHandoff(p)
+	}
+	return nil, fmt.Errorf("router: unknown message type %d", typ)
+}
