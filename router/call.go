@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 	mrand "math/rand/v2"
 	"time"
 )
@@ -69,7 +70,8 @@ func (n *Node) Call(ctx context.Context, key []byte, method string, payload []by
 			case statusHandlerError:
 				return nil, fmt.Errorf("%w: %s", ErrHandler, r.Body)
 			case statusStale:
-				return nil, fmt.Errorf("%w: %s", ErrStaleEpoch, r.Body)
+				return nil, fmt.Errorf("router: write refused, the partition moved to a newer epoch (%s); nothing was written: %w",
+					strings.TrimPrefix(string(r.Body), "epoch: "), ErrStaleEpoch)
 			case statusNotOwner:
 				err = fmt.Errorf("%w: partition %d", ErrNotOwner, p)
 				if n.owner.Claims().Merge(p, r.Claim) {

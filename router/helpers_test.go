@@ -13,14 +13,14 @@ import (
 
 // testCluster is a set of nodes on loopback sockets in one process.
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	dir   string
 	nodes []*Node
 	// setup registers handlers on a node before it starts.
 	setup func(n *Node)
 }
 
-func newTestCluster(t *testing.T, size int, setup func(n *Node)) *testCluster {
+func newTestCluster(t testing.TB, size int, setup func(n *Node)) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, dir: t.TempDir(), setup: setup}
 	for i := range size {
@@ -122,7 +122,7 @@ func (c *testCluster) node(name string) *Node {
 
 // waitFor polls cond until it returns nil or the timeout ends. It waits on
 // a condition, never for a fixed time.
-func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
+func waitFor(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {

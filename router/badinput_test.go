@@ -1,0 +1,180 @@
+package router
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/singlewriter/singlewriter/store"
+)
+
+func TestBadCallsGetClearErrors(t *testing.T) {
+	c := newTestCluster(t, 2, func(n *Node) { n.Handle("inc", counter); n.Handle("get", get) })
+	n := c.nodes[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	_, err := n.Call(ctx, []byte("k"), "no-such-method", nil)
+	require.ErrorIs(t, err, ErrUnknownMethod)
+
+	_, err = n.Call(ctx, nil, "inc", nil)
+	require.ErrorIs(t, err, ErrEmptyKey)
+
+	// Rejected before sending: even with a context that already ended, the
+	// error is about the payload, not about reaching the owner.
+	ended, cancelEnded := context.WithCancel(context.Background())
+	cancelEnded()
+	_, err = n.Call(ended, []byte("k"), "inc", make([]byte, n.cfg.MaxPayload+1))
+	require.ErrorIs(t, err, ErrPayloadTooLarge)
+
+	_, err = n.Call(ctx, []byte("k"), "inc", nil, RequestID(make([]byte, 65)))
+	require.Error(t, err)
+
+	// Nothing above wrote anything.
+	v, err := n.Call(ctx, []byte("k"), "get", nil)
+	require.NoError(t, err)
+	require.Nil(t, v)
+}
+
+func TestHandlerErrorWritesNothing(t *testing.T) {
+	c := newTestCluster(t, 1, func(n *Node) {
+		n.Handle("get", get)
+		n.Handle("fail", func(_ context.Context, req *Request) ([]byte, error) {
+			req.State.Put([]byte("must not be written"))
+			return nil, errors.New("card declined")
+		})
+		n.Handle("panic", func(_ context.Context, req *Request) ([]byte, error) {
+			req.State.Put([]byte("must not be written"))
+			panic("bug")
+		})
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n := c.nodes[0]
+	_, err := n.Call(ctx, []byte("k"), "fail", nil)
+	require.ErrorIs(t, err, ErrHandler)
+	require.ErrorContains(t, err, "card declined")
+	_, err = n.Call(ctx, []byte("k"), "panic", nil)
+	require.ErrorIs(t, err, ErrHandler)
+	v, err := n.Call(ctx, []byte("k"), "get", nil)
+	require.NoError(t, err)
+	require.Nil(t, v)
+}
+
+func TestGarbageOnRPCPortDropsConnectionAndNodeKeepsServing(t *testing.T) {
+	c := newTestCluster(t, 2, func(n *Node) { n.Handle("inc", counter) })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, garbage := range [][]byte{
+		[]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+		{0xff, 0xff, 0xff, 0xff, 1, 2, 3},
+		bytes.Repeat([]byte{0}, 64),
+	} {
+		conn, err := net.Dial("tcp", c.nodes[1].server.Addr().String())
+		require.NoError(t, err)
+		_, err = conn.Write(garbage)
+		require.NoError(t, err)
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err = conn.Read(make([]byte, 1024))
+		for err == nil { // the server may answer a refusal first; then it hangs up
+			_, err = conn.Read(make([]byte, 1024))
+		}
+		var ne net.Error
+		require.False(t, errors.As(err, &ne) && ne.Timeout(), "connection not dropped: %v", err)
+		conn.Close()
+	}
+	for i := range 20 {
+		_, err := c.nodes[0].Call(ctx, fmt.Appendf(nil, "k%d", i), "inc", nil)
+		require.NoError(t, err)
+	}
+}
+
+// logBuffer collects a node's log lines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func TestNodeOfAnotherClusterOrPartitionCountIsRefused(t *testing.T) {
+	var logs logBuffer
+	c := &testCluster{t: t, dir: t.TempDir(), setup: func(n *Node) { n.Handle("inc", counter) }}
+	cfg := c.config("n0", true)
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c.start(cfg)
+	c.add("n1", false)
+	c.waitConverged()
+
+	for _, mutate := range []func(*Config){
+		func(cfg *Config) { cfg.Cluster = "other" },
+		func(cfg *Config) { cfg.Partitions = 64 },
+	} {
+		cfg := c.config("intruder", false)
+		cfg.DataDir = t.TempDir()
+		mutate(&cfg)
+		n, err := New(cfg)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = n.Start(ctx)
+		cancel()
+		require.Error(t, err, "the intruder must not join")
+		n.Close()
+	}
+	require.Contains(t, logs.String(), "intruder", "the refusal is logged with the node's name")
+	for _, n := range c.live() {
+		require.ElementsMatch(t, []string{"n0", "n1"}, n.Members())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := c.nodes[1].Call(ctx, []byte("k"), "inc", nil)
+	require.NoError(t, err)
+}
+
+// TestSecondProcessOnSameDataDirFails opens a node's data directory from a
+// second OS process while the first holds it.
+func TestSecondProcessOnSameDataDirFails(t *testing.T) {
+	if dir := os.Getenv("SINGLEWRITER_OPEN_DIR"); dir != "" {
+		_, err := New(Config{Name: "second", DataDir: dir})
+		if errors.Is(err, store.ErrLocked) {
+			fmt.Println("LOCKED:", err)
+			return
+		}
+		fmt.Println("UNEXPECTED:", err)
+		return
+	}
+	dir := filepath.Join(t.TempDir(), "data")
+	n, err := New(Config{Name: "first", DataDir: dir, Bootstrap: true})
+	require.NoError(t, err)
+	defer n.Close()
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSecondProcessOnSameDataDirFails$")
+	cmd.Env = append(os.Environ(), "SINGLEWRITER_OPEN_DIR="+dir)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "LOCKED:", "%s", out)
+	require.Contains(t, string(out), dir, "the error names the path")
+	require.Less(t, time.Since(start), 30*time.Second, "no hang")
+}

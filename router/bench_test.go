@@ -1,0 +1,80 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+)
+
+// keyOwnedBy returns a key whose partition node owner serves.
+func keyOwnedBy(b testing.TB, n *Node, owner string) []byte {
+	for i := 0; ; i++ {
+		k := fmt.Appendf(nil, "bench-%d", i)
+		if cl, _ := n.Owner(n.Partition(k)); cl.Owner == owner {
+			return k
+		}
+	}
+}
+
+// benchmarkCalls runs b.N increments through entry with the given number
+// of concurrent callers, on one hot key or on a key per caller.
+func benchmarkCalls(b *testing.B, forwarded bool, callers int, hotKey bool) {
+	c := newTestCluster(b, 2, func(n *Node) { n.Handle("inc", counter) })
+	entry, target := c.nodes[0], c.nodes[0].Name()
+	if forwarded {
+		target = c.nodes[1].Name()
+	}
+	keys := make([][]byte, callers)
+	for i := range keys {
+		if hotKey && i > 0 {
+			keys[i] = keys[0]
+			continue
+		}
+		k := keyOwnedBy(b, entry, target)
+		keys[i] = append(k, fmt.Sprintf("/%d", i)...)
+		for cl, _ := entry.Owner(entry.Partition(keys[i])); cl.Owner != target; cl, _ = entry.Owner(entry.Partition(keys[i])) {
+			keys[i] = append(keys[i], 'x')
+		}
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	if callers == 1 {
+		for range b.N {
+			if _, err := entry.Call(ctx, keys[0], "inc", nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return
+	}
+	var next atomic.Int64
+	b.SetParallelism((callers + 1) / 2)
+	b.RunParallel(func(pb *testing.PB) {
+		key := keys[int(next.Add(1)-1)%callers]
+		for pb.Next() {
+			if _, err := entry.Call(ctx, key, "inc", nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkCall(b *testing.B) {
+	for _, forwarded := range []bool{false, true} {
+		for _, callers := range []int{1, 64} {
+			for _, hot := range []bool{false, true} {
+				if callers == 1 && hot {
+					continue
+				}
+				name := fmt.Sprintf("local/callers=%d", callers)
+				if forwarded {
+					name = fmt.Sprintf("forwarded/callers=%d", callers)
+				}
+				if hot {
+					name += "/hotkey"
+				}
+				b.Run(name, func(b *testing.B) { benchmarkCalls(b, forwarded, callers, hot) })
+			}
+		}
+	}
+}
