@@ -1,0 +1,52 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// libraryGoroutines lists the running goroutines that are in this module's
+// code or memberlist's.
+func libraryGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var found []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "singlewriter/") && !strings.Contains(g, "testing.tRunner") ||
+			strings.Contains(g, "hashicorp/memberlist") {
+			found = append(found, g)
+		}
+	}
+	return found
+}
+
+func TestCloseLeavesNoGoroutineRunning(t *testing.T) {
+	c := &testCluster{t: t, dir: t.TempDir(), setup: func(n *Node) { n.Handle("inc", counter) }}
+	c.add("n0", true)
+	c.add("n1", false)
+	c.waitConverged()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 50 {
+		_, err := c.nodes[i%2].Call(ctx, fmt.Appendf(nil, "k%d", i), "inc", nil)
+		require.NoError(t, err)
+	}
+	require.NotEmpty(t, libraryGoroutines())
+	require.NoError(t, c.nodes[1].Leave(ctx))
+	require.NoError(t, c.nodes[0].Close())
+	require.NoError(t, c.nodes[0].Close(), "Close is idempotent")
+	_, err := c.nodes[0].Call(ctx, []byte("k"), "inc", nil)
+	require.ErrorIs(t, err, ErrClosed)
+	waitFor(t, 10*time.Second, func() error {
+		if left := libraryGoroutines(); len(left) > 0 {
+			return fmt.Errorf("%d goroutines left, first:\n%s", len(left), left[0])
+		}
+		return nil
+	})
+}
