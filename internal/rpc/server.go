@@ -83,7 +83,7 @@ func (s *Server) acceptLoop() {
 	for {
 		nc, err := s.cfg.Listener.Accept()
 		if err != nil {
-			if s.ctx.Err() != nil {
+			if s.isClosed() {
 				return
 			}
 			if errors.Is(err, net.ErrClosed) {
@@ -203,4 +203,11 @@ func (s *Server) handle(ctx context.Context, l *link, req wire.Frame) {
 func errorText(err error, maxFrame int) []byte {
 	text := err.Error()
 	return []byte(text[:min(len(text), maxFrame-wire.HeaderSize)])
+}
+
+// isClosed reports whether Close has begun.
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
