@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/singlewriter/singlewriter/epoch"
 	"github.com/singlewriter/singlewriter/internal/wire"
 	"github.com/singlewriter/singlewriter/store"
 )
@@ -163,22 +162,11 @@ func (c *Claims) MergeEncoded(buf []byte) (int, error) {
 }
 
 // EncodeClaim appends c in the wire encoding.
-func EncodeClaim(e *wire.Encoder, c store.Claim) {
-	e.Uvarint(uint64(c.Epoch))
-	e.Uvarint(uint64(c.Base))
-	e.String(c.Owner)
-	e.Uvarint(uint64(len(c.Replicas)))
-	for _, r := range c.Replicas {
-		e.String(r)
-	}
-}
+func EncodeClaim(e *wire.Encoder, c store.Claim) { e.Binary(c) }
 
 // DecodeClaim reads a claim written by EncodeClaim; errors stick to d.
 func DecodeClaim(d *wire.Decoder) store.Claim {
-	c := store.Claim{Epoch: epoch.Epoch(d.Uvarint()), Base: epoch.Epoch(d.Uvarint()), Owner: d.String()}
-	n := d.Uvarint()
-	for i := uint64(0); i < n && d.Err() == nil; i++ {
-		c.Replicas = append(c.Replicas, d.String())
-	}
+	var c store.Claim
+	d.Binary(&c)
 	return c
 }

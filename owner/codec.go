@@ -104,22 +104,12 @@ func DecodeChoose(b []byte) (Choose, error) {
 	return m, finish(d, "choose")
 }
 
-func encodeMeta(e *wire.Encoder, m store.Meta) {
-	e.Uvarint(uint64(m.Promised))
-	e.Bool(m.HasChosen)
-	EncodeClaim(e, m.Chosen)
-	EncodeClaim(e, m.Accepted)
-	encodePosition(e, m.Position)
-}
+func encodeMeta(e *wire.Encoder, m store.Meta) { e.Binary(m) }
 
 func decodeMeta(d *wire.Decoder) store.Meta {
-	return store.Meta{
-		Promised:  epoch.Epoch(d.Uvarint()),
-		HasChosen: d.Bool(),
-		Chosen:    DecodeClaim(d),
-		Accepted:  DecodeClaim(d),
-		Position:  decodePosition(d),
-	}
+	var m store.Meta
+	d.Binary(&m)
+	return m
 }
 
 func encodePosition(e *wire.Encoder, p store.Position) {

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding"
 	"encoding/binary"
 	"fmt"
 )
@@ -117,4 +118,16 @@ func (d *Decoder) Finish() error {
 		d.fail("%d bytes left over", len(d.buf))
 	}
 	return d.err
+}
+
+// Binary reads a length-prefixed byte string written by Encoder.Binary and
+// decodes it into v; a decoding error becomes the Decoder's error.
+func (d *Decoder) Binary(v encoding.BinaryUnmarshaler) {
+	b := d.take("binary value")
+	if d.err != nil {
+		return
+	}
+	if err := v.UnmarshalBinary(b); err != nil {
+		d.fail("%T: %v", v, err)
+	}
 }

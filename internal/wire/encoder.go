@@ -1,6 +1,10 @@
 package wire
 
-import "encoding/binary"
+import (
+	"encoding"
+	"encoding/binary"
+	"fmt"
+)
 
 // Encoder appends values to a body. The zero value is ready to use; the
 // matching Decoder reads the values back in the same order.
@@ -44,4 +48,15 @@ func (e *Encoder) Uint8(v uint8) {
 // still in use.
 func (e *Encoder) Out() []byte {
 	return e.buf
+}
+
+// Binary appends v's binary encoding as a length-prefixed byte string. It
+// is for types whose MarshalBinary cannot fail; an error is a bug and
+// panics.
+func (e *Encoder) Binary(v encoding.BinaryMarshaler) {
+	b, err := v.MarshalBinary()
+	if err != nil {
+		panic(fmt.Sprintf("wire: MarshalBinary of %T: %v", v, err))
+	}
+	e.Bytes(b)
 }
