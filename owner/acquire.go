@@ -62,11 +62,17 @@ func (o *Owner) acquire(p int, base store.Claim, t *ring.Table) (bool, epoch.Epo
 		case out.Chosen != nil:
 			return o.announce(p, base, *out.Chosen) == nil && out.Chosen.Owner == o.cfg.Self, seen
 		case out.Newer != nil:
-			o.claims.Merge(p, *out.Newer)
-			if out.Newer.Owner == o.cfg.Self {
-				return o.resume(p, *out.Newer), seen
+			newer := *out.Newer
+			if !out.NewerFinal && o.drive(NewAnnouncer(p, newer)).Chosen == nil {
+				return false, seen
 			}
-			base = *out.Newer
+			if err := o.learn(o.ctx, p, newer); err != nil {
+				return false, seen
+			}
+			if newer.Owner == o.cfg.Self {
+				return o.resume(p, newer), seen
+			}
+			base = newer
 		default:
 			o.cfg.Logger.Debug("acquire attempt failed", "partition", p, "ballot", prop.Ballot(), "rejected", out.Rejected, "sync_failed", out.Failed)
 			return false, seen
@@ -81,7 +87,7 @@ type reply struct {
 	promise *PromiseReply
 	accept  *AcceptReply
 	synced  *bool
-	chosen  *bool
+	chosen  *ChooseReply
 }
 
 // drive sends the proposer's messages, feeds the answers back and returns
@@ -185,23 +191,27 @@ func (o *Owner) deliver(m Message) reply {
 		ok := err == nil
 		r.synced = &ok
 	case m.Choose != nil:
-		err := o.choose(m.To, m.Choose.P, m.Choose.Claim)
-		ok := err == nil
-		r.chosen = &ok
+		cr, err := o.choose(ctx, m.To, *m.Choose)
+		if err != nil {
+			o.cfg.Logger.Debug("choose failed", "to", m.To, "partition", m.Choose.P, "err", err)
+			return reply{from: m.To}
+		}
+		r.chosen = &cr
 	}
 	return r
 }
 
-// announce makes chosen claim c of partition p known beyond the majority
-// of base replicas that the Proposer already told: to c's owner and
-// replicas, by gossip, and by serving it if it is ours.
+// announce acts on claim c of partition p, chosen and made final by this
+// node: it tells c's owner and replicas and the base's replicas that it is
+// final, gossips it, and serves it if it is ours.
 func (o *Owner) announce(p int, base, c store.Claim) error {
-	for _, r := range c.Replicas {
-		if !slices.Contains(base.Replicas, r) {
-			_ = o.choose(r, p, c) // best effort: gossip carries it too
+	final := Choose{P: p, Claim: c, Final: true}
+	told := append(append([]string{o.cfg.Self}, base.Replicas...), c.Replicas...)
+	for _, r := range slices.Compact(slices.Sorted(slices.Values(told))) {
+		if _, err := o.choose(o.ctx, r, final); err != nil {
+			o.cfg.Logger.Debug("telling a final claim failed; gossip carries it too", "to", r, "partition", p, "err", err)
 		}
 	}
-	o.claims.Merge(p, c)
 	if o.ring != nil {
 		o.ring.Broadcast(o.claims.Encode(p))
 	}
@@ -211,12 +221,12 @@ func (o *Owner) announce(p int, base, c store.Claim) error {
 	return o.startServing(p, c)
 }
 
-// choose records chosen claim c at node to.
-func (o *Owner) choose(to string, p int, c store.Claim) error {
+// choose sends req to node to, or handles it here.
+func (o *Owner) choose(ctx context.Context, to string, req Choose) (ChooseReply, error) {
 	if to == o.cfg.Self {
-		return o.HandleChoose(o.ctx, p, c)
+		return o.HandleChoose(ctx, req)
 	}
-	ctx, cancel := context.WithTimeout(o.ctx, o.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, o.cfg.RequestTimeout)
 	defer cancel()
-	return o.cfg.Transport.Choose(ctx, to, p, c)
+	return o.cfg.Transport.Choose(ctx, to, req)
 }

@@ -135,7 +135,7 @@ func (c *Claims) MergeEncoded(buf []byte) (int, error) {
 	}
 	var entries []entry
 	for i := uint64(0); i < n && d.Err() == nil; i++ {
-		p := decodePartition(d)
+		p := DecodePartition(d)
 		entries = append(entries, entry{p, DecodeClaim(d)})
 	}
 	if err := d.Finish(); err != nil {

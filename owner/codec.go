@@ -16,14 +16,14 @@ func (m Prepare) Encode() []byte {
 	var e wire.Encoder
 	e.Uvarint(uint64(m.P))
 	e.Uvarint(uint64(m.Ballot))
-	e.Uvarint(uint64(m.Base))
+	EncodeClaim(&e, m.Base)
 	return e.Out()
 }
 
 // DecodePrepare decodes a Prepare.
 func DecodePrepare(b []byte) (Prepare, error) {
 	d := wire.NewDecoder(b)
-	m := Prepare{P: decodePartition(d), Ballot: epoch.Epoch(d.Uvarint()), Base: epoch.Epoch(d.Uvarint())}
+	m := Prepare{P: DecodePartition(d), Ballot: epoch.Epoch(d.Uvarint()), Base: DecodeClaim(d)}
 	return m, finish(d, "prepare")
 }
 
@@ -46,6 +46,7 @@ func DecodePromiseReply(b []byte) (PromiseReply, error) {
 func (m Accept) Encode() []byte {
 	var e wire.Encoder
 	e.Uvarint(uint64(m.P))
+	EncodeClaim(&e, m.Base)
 	EncodeClaim(&e, m.Value)
 	return e.Out()
 }
@@ -53,7 +54,7 @@ func (m Accept) Encode() []byte {
 // DecodeAccept decodes an Accept.
 func DecodeAccept(b []byte) (Accept, error) {
 	d := wire.NewDecoder(b)
-	m := Accept{P: decodePartition(d), Value: DecodeClaim(d)}
+	m := Accept{P: DecodePartition(d), Base: DecodeClaim(d), Value: DecodeClaim(d)}
 	return m, finish(d, "accept")
 }
 
@@ -77,15 +78,16 @@ func (m Sync) Encode() []byte {
 	var e wire.Encoder
 	e.Uvarint(uint64(m.P))
 	e.Uvarint(uint64(m.Ballot))
+	e.Uvarint(uint64(m.Base))
 	e.String(m.Source)
-	encodePosition(&e, m.Pos)
+	EncodePosition(&e, m.Pos)
 	return e.Out()
 }
 
 // DecodeSync decodes a Sync.
 func DecodeSync(b []byte) (Sync, error) {
 	d := wire.NewDecoder(b)
-	m := Sync{P: decodePartition(d), Ballot: epoch.Epoch(d.Uvarint()), Source: d.String(), Pos: decodePosition(d)}
+	m := Sync{P: DecodePartition(d), Ballot: epoch.Epoch(d.Uvarint()), Base: epoch.Epoch(d.Uvarint()), Source: d.String(), Pos: DecodePosition(d)}
 	return m, finish(d, "sync")
 }
 
@@ -94,14 +96,30 @@ func (m Choose) Encode() []byte {
 	var e wire.Encoder
 	e.Uvarint(uint64(m.P))
 	EncodeClaim(&e, m.Claim)
+	e.Bool(m.Final)
 	return e.Out()
 }
 
 // DecodeChoose decodes a Choose.
 func DecodeChoose(b []byte) (Choose, error) {
 	d := wire.NewDecoder(b)
-	m := Choose{P: decodePartition(d), Claim: DecodeClaim(d)}
+	m := Choose{P: DecodePartition(d), Claim: DecodeClaim(d), Final: d.Bool()}
 	return m, finish(d, "choose")
+}
+
+// Encode returns m's wire encoding.
+func (m ChooseReply) Encode() []byte {
+	var e wire.Encoder
+	e.Bool(m.Recorded)
+	encodeMeta(&e, m.Meta)
+	return e.Out()
+}
+
+// DecodeChooseReply decodes a ChooseReply.
+func DecodeChooseReply(b []byte) (ChooseReply, error) {
+	d := wire.NewDecoder(b)
+	m := ChooseReply{Recorded: d.Bool(), Meta: decodeMeta(d)}
+	return m, finish(d, "chosen")
 }
 
 func encodeMeta(e *wire.Encoder, m store.Meta) { e.Binary(m) }
@@ -112,18 +130,20 @@ func decodeMeta(d *wire.Decoder) store.Meta {
 	return m
 }
 
-func encodePosition(e *wire.Encoder, p store.Position) {
+// EncodePosition appends p in the wire encoding.
+func EncodePosition(e *wire.Encoder, p store.Position) {
 	e.Uvarint(uint64(p.Epoch))
 	e.Uvarint(p.LSN)
 }
 
-func decodePosition(d *wire.Decoder) store.Position {
+// DecodePosition reads a position written by EncodePosition.
+func DecodePosition(d *wire.Decoder) store.Position {
 	return store.Position{Epoch: epoch.Epoch(d.Uvarint()), LSN: d.Uvarint()}
 }
 
-// decodePartition reads a partition number; values beyond int range become
-// -1, which every handler rejects as out of range.
-func decodePartition(d *wire.Decoder) int {
+// DecodePartition reads a partition number written as a uvarint; values
+// beyond int range become -1, which every handler rejects as out of range.
+func DecodePartition(d *wire.Decoder) int {
 	v := d.Uvarint()
 	if v > 1<<31 {
 		return -1

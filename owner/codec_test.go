@@ -9,28 +9,33 @@ import (
 )
 
 func TestMessagesRoundTrip(t *testing.T) {
-	claim := store.Claim{Epoch: 7, Base: 3, Owner: "b", Replicas: []string{"b", "c"}}
+	claim := store.Claim{Epoch: 7, Base: 3, Owner: "b", Replicas: []string{"b", "c"}, BaseReplicas: []string{"a"}}
+	base := store.Claim{Epoch: 3, Owner: "a", Replicas: []string{"a"}}
 	meta := store.Meta{Promised: 9, Chosen: claim, HasChosen: true, Accepted: claim, Position: store.Position{Epoch: 7, LSN: 12}}
 
-	p, err := DecodePrepare(Prepare{P: 5, Ballot: 9, Base: 7}.Encode())
+	p, err := DecodePrepare(Prepare{P: 5, Ballot: 9, Base: base}.Encode())
 	require.NoError(t, err)
-	require.Equal(t, Prepare{P: 5, Ballot: 9, Base: 7}, p)
+	require.Equal(t, Prepare{P: 5, Ballot: 9, Base: base}, p)
 
 	pr, err := DecodePromiseReply(PromiseReply{OK: true, Meta: meta}.Encode())
 	require.NoError(t, err)
 	require.Equal(t, PromiseReply{OK: true, Meta: meta}, pr)
 
-	a, err := DecodeAccept(Accept{P: 5, Value: claim}.Encode())
+	a, err := DecodeAccept(Accept{P: 5, Base: base, Value: claim}.Encode())
 	require.NoError(t, err)
-	require.Equal(t, Accept{P: 5, Value: claim}, a)
+	require.Equal(t, Accept{P: 5, Base: base, Value: claim}, a)
 
-	s, err := DecodeSync(Sync{P: 5, Ballot: 9, Source: "a", Pos: meta.Position}.Encode())
+	s, err := DecodeSync(Sync{P: 5, Ballot: 9, Base: 3, Source: "a", Pos: meta.Position}.Encode())
 	require.NoError(t, err)
-	require.Equal(t, Sync{P: 5, Ballot: 9, Source: "a", Pos: meta.Position}, s)
+	require.Equal(t, Sync{P: 5, Ballot: 9, Base: 3, Source: "a", Pos: meta.Position}, s)
 
-	ch, err := DecodeChoose(Choose{P: 5, Claim: claim}.Encode())
+	ch, err := DecodeChoose(Choose{P: 5, Claim: claim, Final: true}.Encode())
 	require.NoError(t, err)
-	require.Equal(t, Choose{P: 5, Claim: claim}, ch)
+	require.Equal(t, Choose{P: 5, Claim: claim, Final: true}, ch)
+
+	cr, err := DecodeChooseReply(ChooseReply{Recorded: true, Meta: meta}.Encode())
+	require.NoError(t, err)
+	require.Equal(t, ChooseReply{Recorded: true, Meta: meta}, cr)
 }
 
 func TestClaimsMergeKeepsHigherEpochAndRefusesOtherClusters(t *testing.T) {
@@ -59,7 +64,7 @@ func TestClaimsMergeKeepsHigherEpochAndRefusesOtherClusters(t *testing.T) {
 // FuzzDecodeMessages feeds arbitrary bytes to every protocol decoder and to
 // the claims merge: none may panic, and what decodes survives a round trip.
 func FuzzDecodeMessages(f *testing.F) {
-	f.Add(Prepare{P: 1, Ballot: 2, Base: 1}.Encode())
+	f.Add(Prepare{P: 1, Ballot: 2, Base: store.Claim{Epoch: 1, Owner: "a"}}.Encode())
 	f.Add(Accept{P: 1, Value: store.Claim{Epoch: 2, Owner: "a", Replicas: []string{"a"}}}.Encode())
 	f.Add(PromiseReply{OK: true}.Encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -76,6 +81,7 @@ func FuzzDecodeMessages(f *testing.F) {
 		_, _ = DecodeAcceptReply(b)
 		_, _ = DecodeSync(b)
 		_, _ = DecodeChoose(b)
+		_, _ = DecodeChooseReply(b)
 		c := NewClaims(8)
 		c.SetCluster("c")
 		_, _ = c.MergeEncoded(b)

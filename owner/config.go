@@ -22,11 +22,12 @@ type Transport interface {
 	Accept(ctx context.Context, to string, req Accept) (AcceptReply, error)
 	// Sync asks node to to copy a partition's data (see Sync).
 	Sync(ctx context.Context, to string, req Sync) error
-	// Choose tells node to that claim c of partition p was chosen.
-	Choose(ctx context.Context, to string, p int, c store.Claim) error
+	// Choose tells node to that a claim was chosen.
+	Choose(ctx context.Context, to string, req Choose) (ChooseReply, error)
 	// Fetch reads one page of partition p's data from node from, for a
-	// proposal at ballot; next is nil after the last page.
-	Fetch(ctx context.Context, from string, p int, ballot epoch.Epoch, after []byte) (entries []store.Entry, next []byte, err error)
+	// proposal at ballot that expects the data at position pos; next is nil
+	// after the last page.
+	Fetch(ctx context.Context, from string, p int, ballot epoch.Epoch, pos store.Position, after []byte) (entries []store.Entry, next []byte, err error)
 	// Handoff asks node to to acquire partition p now (graceful Leave).
 	Handoff(ctx context.Context, to string, p int) error
 }
@@ -66,7 +67,7 @@ type Config struct {
 	// still running then are fenced: their writes fail. Zero means 2s.
 	DrainTimeout time.Duration
 	// RequestTimeout bounds each protocol message to another node. Zero
-	// means 2s.
+	// means DrainTimeout + 2s, so a Prepare outlives the drain it causes.
 	RequestTimeout time.Duration
 	// RetryBackoff is the first wait after a lost race or a failed attempt;
 	// it doubles per consecutive failure up to 2s. Zero means 50ms.
@@ -91,7 +92,7 @@ func (c *Config) validate() error {
 	}
 	c.SettleTime = orDefault(c.SettleTime, 300*time.Millisecond)
 	c.DrainTimeout = orDefault(c.DrainTimeout, 2*time.Second)
-	c.RequestTimeout = orDefault(c.RequestTimeout, 2*time.Second)
+	c.RequestTimeout = orDefault(c.RequestTimeout, c.DrainTimeout+2*time.Second)
 	c.RetryBackoff = orDefault(c.RetryBackoff, 50*time.Millisecond)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -26,11 +26,14 @@ func (o *Owner) HandlePrepare(ctx context.Context, req Prepare) (PromiseReply, e
 	pt := o.parts[req.P]
 	pt.beginPrepare()
 	defer pt.endPrepare()
+	if err := o.learn(ctx, req.P, req.Base); err != nil {
+		return PromiseReply{}, err
+	}
 	m, err := o.store.Meta(req.P)
 	if err != nil {
 		return PromiseReply{}, err
 	}
-	newer := m.HasChosen && m.Chosen.Epoch > req.Base
+	newer := m.HasChosen && m.Chosen.Epoch > req.Base.Epoch
 	if !newer && epoch.CheckPromise(m.Promised, req.Ballot) == nil {
 		o.drain(ctx, req.P)
 	}
@@ -61,37 +64,58 @@ func (o *Owner) HandleAccept(ctx context.Context, req Accept) (AcceptReply, erro
 	if err := o.checkPartition(req.P); err != nil {
 		return AcceptReply{}, err
 	}
+	if err := o.learn(ctx, req.P, req.Base); err != nil {
+		return AcceptReply{}, err
+	}
 	return HandleAccept(ctx, o.store, req)
 }
 
-// HandleChoose records that claim c of partition p was chosen. A node that
-// served an older claim of p stops; a node that is not among c's replicas
-// drops its copy of p's data (it keeps the protocol state).
-func (o *Owner) HandleChoose(ctx context.Context, p int, c store.Claim) error {
-	if err := o.checkPartition(p); err != nil {
+// HandleChoose records a chosen claim; see Choose and ChooseReply. A final
+// claim is also acted on, see learn.
+func (o *Owner) HandleChoose(ctx context.Context, req Choose) (ChooseReply, error) {
+	if err := o.checkPartition(req.P); err != nil {
+		return ChooseReply{}, err
+	}
+	r, err := HandleChoose(ctx, o.store, req)
+	if err != nil || !req.Final {
+		return r, err
+	}
+	return r, o.learn(ctx, req.P, req.Claim)
+}
+
+// learn acts on final claim c of partition p: it records it, puts it in
+// the claims table, stops serving an older claim, and drops p's data if
+// this node is not among c's replicas (it keeps the protocol state).
+func (o *Owner) learn(ctx context.Context, p int, c store.Claim) error {
+	if c.Owner == "" {
+		return nil
+	}
+	prev, err := o.store.Choose(ctx, p, c, true)
+	if err != nil {
 		return err
 	}
-	if err := o.store.Choose(ctx, p, c); err != nil {
-		return err
+	if o.claims.Merge(p, c) {
+		o.Kick()
 	}
-	o.claims.Merge(p, c)
+	if prev.HasChosen && prev.Chosen.Epoch > c.Epoch {
+		return nil // old news
+	}
 	pt := o.parts[p]
 	if served, ok := pt.servedClaim(); ok && served.Epoch < c.Epoch {
 		pt.stop()
 	}
-	if !slices.Contains(c.Replicas, o.cfg.Self) {
-		if err := o.store.Drop(ctx, p); err != nil {
-			return err
-		}
+	if !slices.Contains(c.Replicas, o.cfg.Self) && prev.Position != (store.Position{}) {
+		return o.store.Drop(ctx, p)
 	}
-	o.Kick()
 	return nil
 }
 
 // HandleSync brings this node's copy of a partition up to req.Pos by
 // copying it from req.Source under req.Ballot. A copy already at req.Pos is
-// kept. The copy starts with a fenced reset, so a half-finished copy never
-// looks more advanced than it is.
+// kept. The whole copy is fetched first and installed in one transaction,
+// so a replica never holds half a copy. A replica that knows a chosen claim
+// newer than the proposal's base, or holds data written after it, refuses:
+// the proposer works from an old base and must not roll that data back.
 func (o *Owner) HandleSync(ctx context.Context, req Sync) error {
 	if err := o.checkPartition(req.P); err != nil {
 		return err
@@ -103,33 +127,36 @@ func (o *Owner) HandleSync(ctx context.Context, req Sync) error {
 	if m.Position == req.Pos {
 		return nil
 	}
-	if req.Source == o.cfg.Self {
+	switch {
+	case m.HasChosen && m.Chosen.Epoch > req.Base:
+		return fmt.Errorf("owner: sync of partition %d refused: claim %d is newer than the proposal's base %d", req.P, m.Chosen.Epoch, req.Base)
+	case m.Position.Epoch > req.Base:
+		return fmt.Errorf("owner: sync of partition %d refused: data written at epoch %d, after the proposal's base %d", req.P, m.Position.Epoch, req.Base)
+	case req.Source == o.cfg.Self:
 		return fmt.Errorf("owner: sync of partition %d: own position %v is not the expected %v", req.P, m.Position, req.Pos)
 	}
-	if err := o.store.Reset(ctx, req.P, req.Ballot); err != nil {
-		return err
-	}
+	var entries []store.Entry
 	var after []byte
 	for {
-		entries, next, err := o.cfg.Transport.Fetch(ctx, req.Source, req.P, req.Ballot, after)
+		page, next, err := o.cfg.Transport.Fetch(ctx, req.Source, req.P, req.Ballot, req.Pos, after)
 		if err != nil {
 			return err
 		}
-		if err := o.store.Import(ctx, req.P, req.Ballot, entries); err != nil {
-			return err
-		}
+		entries = append(entries, page...)
 		if next == nil {
 			break
 		}
 		after = next
 	}
-	return o.store.SetPosition(ctx, req.P, req.Ballot, req.Pos)
+	return o.store.Install(ctx, req.P, req.Ballot, entries, req.Pos)
 }
 
 // HandleFetch serves one page of partition p's data to a proposal at
-// ballot. It refuses once a higher ballot was promised here: the data may
-// then move on, and that proposal cannot be chosen anyway.
-func (o *Owner) HandleFetch(p int, ballot epoch.Epoch, after []byte) ([]store.Entry, []byte, error) {
+// ballot that expects it at position pos. It refuses once a higher ballot
+// was promised here (the data may then move on, and that proposal cannot be
+// chosen anyway) or when the data is not at pos (it was dropped or moved
+// on), so a copy is always of the data the proposal chose.
+func (o *Owner) HandleFetch(p int, ballot epoch.Epoch, pos store.Position, after []byte) ([]store.Entry, []byte, error) {
 	if err := o.checkPartition(p); err != nil {
 		return nil, nil, err
 	}
@@ -139,6 +166,9 @@ func (o *Owner) HandleFetch(p int, ballot epoch.Epoch, after []byte) ([]store.En
 	}
 	if err := epoch.CheckWrite(m.Promised, ballot); err != nil {
 		return nil, nil, err
+	}
+	if m.Position != pos {
+		return nil, nil, fmt.Errorf("owner: fetch of partition %d: data is at %v, not %v", p, m.Position, pos)
 	}
 	return o.store.Export(p, after, fetchPageBytes)
 }

@@ -6,12 +6,13 @@ import (
 )
 
 // Prepare is Paxos phase 1: the sender asks a replica of Base to promise
-// Ballot for partition P.
+// Ballot for partition P. Base is a final claim: the replica records it as
+// chosen before answering, so a replica never forgets, by accepting for a
+// newer base, that an older base already has a successor.
 type Prepare struct {
 	P      int
 	Ballot epoch.Epoch
-	// Base is the epoch of the claim whose successor is being chosen.
-	Base epoch.Epoch
+	Base   store.Claim
 }
 
 // PromiseReply answers a Prepare. OK reports whether the promise was made;
@@ -23,11 +24,11 @@ type PromiseReply struct {
 	Meta store.Meta
 }
 
-// Accept is Paxos phase 2: the sender asks a replica of the base claim to
-// accept Value, whose Epoch is the ballot and whose Base is the base claim's
-// epoch.
+// Accept is Paxos phase 2: the sender asks a replica of Base to accept
+// Value, whose Epoch is the ballot.
 type Accept struct {
 	P     int
+	Base  store.Claim
 	Value store.Claim
 }
 
@@ -38,17 +39,33 @@ type AcceptReply struct {
 }
 
 // Sync asks a member of a proposal's replica set to bring partition P's data
-// up to Pos by copying it from Source, writing under Ballot.
+// up to Pos by copying it from Source, writing under Ballot. Base is the
+// epoch of the proposal's base claim: a replica that knows a newer chosen
+// claim, or holds data written after Base, refuses, so that a proposer
+// working from an old base never rolls back a newer owner's data.
 type Sync struct {
 	P      int
 	Ballot epoch.Epoch
+	Base   epoch.Epoch
 	Source string
 	Pos    store.Position
 }
 
-// Choose tells a replica that Claim was chosen as partition P's newest
-// claim.
+// Choose tells a replica that Claim was chosen for partition P. With Final
+// unset it only asks the replica to record it (a base replica, while the
+// claim is being made final); with Final set the claim is final and the
+// receiver may act on it.
 type Choose struct {
 	P     int
 	Claim store.Claim
+	Final bool
+}
+
+// ChooseReply answers a Choose. Recorded reports whether this replica's
+// record counts toward making the claim final: it had promised nothing above
+// the claim's epoch and knew no newer chosen claim. Meta is the replica's
+// state after the Choose.
+type ChooseReply struct {
+	Recorded bool
+	Meta     store.Meta
 }

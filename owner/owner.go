@@ -90,7 +90,7 @@ func (o *Owner) load() error {
 		if err != nil {
 			return err
 		}
-		if m.HasChosen {
+		if m.HasChosen && m.Final {
 			o.claims.Merge(p, m.Chosen)
 		}
 	}
@@ -106,7 +106,7 @@ func (o *Owner) bootstrap() (string, error) {
 	id := hex.EncodeToString(b[:])
 	root := store.Claim{Owner: o.cfg.Self, Replicas: []string{o.cfg.Self}}
 	for p := range o.cfg.Partitions {
-		if err := o.store.Choose(o.ctx, p, root); err != nil {
+		if _, err := o.store.Choose(o.ctx, p, root, true); err != nil {
 			return "", err
 		}
 	}
@@ -212,8 +212,7 @@ func (o *Owner) reconcile(t *ring.Table, now time.Time) time.Duration {
 	}
 	wake := time.Second
 	steps := Plan(o.cfg.Self, t, o.claims.Snapshot(),
-		func(p int) bool { _, ok := o.parts[p].servedClaim(); return ok },
-		o.fenced)
+		o.Serving, o.fenced)
 	for _, s := range steps {
 		if s.Action == Acquire && !o.synced.Load() {
 			continue
@@ -264,6 +263,8 @@ func (o *Owner) attempt(s Step, t *ring.Table) {
 		ok = o.resume(s.P, s.Claim)
 	case Acquire:
 		ok, seen = o.acquire(s.P, s.Claim, t)
+	case Release:
+		ok = o.learn(o.ctx, s.P, s.Claim) == nil
 	}
 	o.parts[s.P].done(ok, time.Now(), o.cfg.RetryBackoff, seen)
 	if !ok {

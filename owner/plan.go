@@ -15,6 +15,9 @@ const (
 	// Acquire: the ring wants us to own the partition and the newest claim
 	// names another owner (or ours, but a higher promise fenced it).
 	Acquire
+	// Release: we serve an older claim than the newest one (learned by
+	// gossip): stop, and drop the data unless we are a replica.
+	Release
 )
 
 // Step is one partition's action.
@@ -25,13 +28,19 @@ type Step struct {
 }
 
 // Plan compares the ring's desired placement with the claims and returns
-// what node self should do. serving reports whether self serves a
-// partition; fenced reports whether self promised a partition an epoch
+// what node self should do. serving reports the claim self serves a
+// partition under, if any; fenced reports whether self promised a partition an epoch
 // above claim c's, so that c cannot be resumed. Plan is pure given those.
-func Plan(self string, t *ring.Table, claims []store.Claim, serving func(p int) bool, fenced func(p int, c store.Claim) bool) []Step {
+func Plan(self string, t *ring.Table, claims []store.Claim, serving func(p int) (store.Claim, bool), fenced func(p int, c store.Claim) bool) []Step {
 	var steps []Step
 	for p, c := range claims {
-		if c.Owner == "" || serving(p) {
+		if c.Owner == "" {
+			continue
+		}
+		if served, ok := serving(p); ok {
+			if served.Epoch < c.Epoch {
+				steps = append(steps, Step{P: p, Action: Release, Claim: c})
+			}
 			continue
 		}
 		desired := p < len(t.Owners) && t.Owners[p] == self

@@ -14,26 +14,30 @@ type Phase int
 const (
 	// Preparing: Prepare sent to the base claim's replicas, collecting promises.
 	Preparing Phase = iota
-	// Syncing: promises from a majority; the proposal's replicas are copying
-	// the most advanced promiser's data.
+	// Syncing: promises from a majority; the proposal's owner and a majority
+	// of its replicas are copying the most advanced promiser's data.
 	Syncing
 	// Accepting: Accept sent to the base claim's replicas.
 	Accepting
 	// Announcing: the value is chosen; Choose sent to the base claim's
-	// replicas. The attempt ends once a majority recorded it, so that any
-	// later proposer starting from the base learns the new claim.
+	// replicas. The claim becomes final, and anyone may act on it, once a
+	// majority of them recorded it: a later proposer starting from the base
+	// asks a majority of them, so it learns the claim instead of choosing
+	// another successor of the same base.
 	Announcing
 	// Done: the attempt ended; see Outcome.
 	Done
 )
 
-// Outcome is how an acquire attempt ended.
+// Outcome is how an attempt ended.
 type Outcome struct {
-	// Chosen is set when the attempt's value was chosen: the new claim.
+	// Chosen is set when the attempt's value was chosen and made final.
 	Chosen *store.Claim
-	// Newer is set when a replica knows a chosen claim newer than the base:
-	// start again from it.
-	Newer *store.Claim
+	// Newer is set when a replica knows a chosen claim newer than the base;
+	// NewerFinal says whether that claim is known to be final (otherwise it
+	// must be made final, see NewAnnouncer, before anyone acts on it).
+	Newer      *store.Claim
+	NewerFinal bool
 	// Rejected is the highest promise that refused the ballot, when the
 	// attempt lost a race: retry above it after a backoff.
 	Rejected epoch.Epoch
@@ -52,48 +56,68 @@ type Message struct {
 	Choose  *Choose
 }
 
-// Proposer is one attempt of node Self to have a successor of Base chosen.
-// It is a pure state machine: Start and the On methods return the messages
-// to send, and Outcome reports the end. It is not safe for concurrent use.
+// Proposer is one attempt of node self to have a successor of base chosen
+// and made final. It is a pure state machine: Start and the On methods
+// return the messages to send, and Outcome reports the end. It is not safe
+// for concurrent use.
 type Proposer struct {
-	self   string
-	base   store.Claim
 	p      int
+	base   store.Claim
 	ballot epoch.Epoch
 	// own is the value proposed when no replica reports an accepted one.
 	own   store.Claim
 	phase Phase
 
-	// value is the proposal being pushed through phase 2.
+	// value is the proposal being synced, accepted and announced.
 	value    store.Claim
 	promises map[string]store.Meta
 	synced   map[string]bool
 	accepts  map[string]bool
-	chosen   map[string]bool
-	rejected epoch.Epoch
+	recorded map[string]bool
 	outcome  Outcome
 }
 
 // NewProposer starts an attempt by self to succeed base as owner of
-// partition p, with ballot above every epoch in seen, proposing replicas as
-// the new replica set (self first).
+// partition p, with a ballot above base's epoch and every epoch in seen,
+// proposing replicas (self first) as the new replica set. base must be a
+// final claim.
 func NewProposer(p int, self string, base store.Claim, seen epoch.Epoch, replicas []string) *Proposer {
 	ballot := max(seen, base.Epoch) + 1
+	a := newProposer(p, base, Preparing)
+	a.ballot = ballot
+	a.own = a.successor(ballot, self, replicas)
+	return a
+}
+
+// NewAnnouncer returns an attempt that only makes the chosen claim c final
+// (the Announcing phase), for a node that learned c from a replica that
+// merely recorded it.
+func NewAnnouncer(p int, c store.Claim) *Proposer {
+	a := newProposer(p, store.Claim{Epoch: c.Base, Replicas: c.BaseReplicas}, Announcing)
+	a.ballot, a.value = c.Epoch, c
+	return a
+}
+
+func newProposer(p int, base store.Claim, phase Phase) *Proposer {
 	return &Proposer{
-		self:   self,
-		base:   base,
-		p:      p,
-		ballot: ballot,
-		own: store.Claim{
-			Epoch:    ballot,
-			Base:     base.Epoch,
-			Owner:    self,
-			Replicas: slices.Clone(replicas),
-		},
+		p:        p,
+		base:     base,
+		phase:    phase,
 		promises: map[string]store.Meta{},
 		synced:   map[string]bool{},
 		accepts:  map[string]bool{},
-		chosen:   map[string]bool{},
+		recorded: map[string]bool{},
+	}
+}
+
+// successor builds the claim that would succeed the base at ballot.
+func (a *Proposer) successor(ballot epoch.Epoch, owner string, replicas []string) store.Claim {
+	return store.Claim{
+		Epoch:        ballot,
+		Base:         a.base.Epoch,
+		Owner:        owner,
+		Replicas:     slices.Clone(replicas),
+		BaseReplicas: slices.Clone(a.base.Replicas),
 	}
 }
 
@@ -106,25 +130,24 @@ func (a *Proposer) Phase() Phase { return a.phase }
 // Outcome reports how the attempt ended; valid once Phase is Done.
 func (a *Proposer) Outcome() Outcome { return a.outcome }
 
-// Start returns the Prepare messages to the base claim's replicas.
+// Start returns the first messages: Prepare to the base claim's replicas,
+// or Choose for an announcer.
 func (a *Proposer) Start() []Message {
-	out := make([]Message, 0, len(a.base.Replicas))
-	for _, r := range a.base.Replicas {
-		out = append(out, Message{To: r, Prepare: &Prepare{P: a.p, Ballot: a.ballot, Base: a.base.Epoch}})
+	if a.phase == Announcing {
+		return a.announce()
 	}
-	return out
+	return a.toBase(func() Message {
+		return Message{Prepare: &Prepare{P: a.p, Ballot: a.ballot, Base: a.base}}
+	})
 }
 
 // OnPromise handles a replica's answer to Prepare.
 func (a *Proposer) OnPromise(from string, r PromiseReply) []Message {
-	if a.phase != Preparing || !slices.Contains(a.base.Replicas, from) {
-		return nil
-	}
-	if a.newer(r.Meta) {
+	if a.phase != Preparing || !slices.Contains(a.base.Replicas, from) || a.newer(r.Meta) {
 		return nil
 	}
 	if !r.OK {
-		a.reject(r.Meta.Promised)
+		a.finish(Outcome{Rejected: r.Meta.Promised})
 		return nil
 	}
 	a.promises[from] = r.Meta
@@ -135,37 +158,36 @@ func (a *Proposer) OnPromise(from string, r PromiseReply) []Message {
 }
 
 // OnSynced handles a replica's report that Sync completed (ok) or failed.
+// Accepting starts once the proposal's owner and a majority of its replicas
+// hold the data: the owner serves from its own copy.
 func (a *Proposer) OnSynced(from string, ok bool) []Message {
 	if a.phase != Syncing || !slices.Contains(a.value.Replicas, from) {
 		return nil
 	}
 	if !ok {
-		a.finish(Outcome{Failed: true})
+		if from == a.value.Owner {
+			a.finish(Outcome{Failed: true})
+		}
 		return nil
 	}
 	a.synced[from] = true
-	if len(a.synced) < majority(len(a.value.Replicas)) {
+	if !a.synced[a.value.Owner] || len(a.synced) < majority(len(a.value.Replicas)) {
 		return nil
 	}
 	a.phase = Accepting
-	out := make([]Message, 0, len(a.base.Replicas))
-	for _, r := range a.base.Replicas {
-		out = append(out, Message{To: r, Accept: &Accept{P: a.p, Value: a.value}})
-	}
-	return out
+	return a.toBase(func() Message {
+		return Message{Accept: &Accept{P: a.p, Base: a.base, Value: a.value}}
+	})
 }
 
 // OnAccepted handles a replica's answer to Accept. Once a majority
 // accepted, the value is chosen and the attempt announces it.
 func (a *Proposer) OnAccepted(from string, r AcceptReply) []Message {
-	if a.phase != Accepting || !slices.Contains(a.base.Replicas, from) {
-		return nil
-	}
-	if a.newer(r.Meta) {
+	if a.phase != Accepting || !slices.Contains(a.base.Replicas, from) || a.newer(r.Meta) {
 		return nil
 	}
 	if !r.OK {
-		a.reject(r.Meta.Promised)
+		a.finish(Outcome{Rejected: r.Meta.Promised})
 		return nil
 	}
 	a.accepts[from] = true
@@ -173,32 +195,44 @@ func (a *Proposer) OnAccepted(from string, r AcceptReply) []Message {
 		return nil
 	}
 	a.phase = Announcing
-	out := make([]Message, 0, len(a.base.Replicas))
-	for _, r := range a.base.Replicas {
-		out = append(out, Message{To: r, Choose: &Choose{P: a.p, Claim: a.value}})
-	}
-	return out
+	return a.announce()
 }
 
-// OnChosen handles a replica's report that it recorded the chosen claim
-// (ok) or could not be reached. A chosen value stays chosen whatever the
-// announce does; a failed announce only delays serving it, and the next
-// attempt from the same base re-proposes the same value.
-func (a *Proposer) OnChosen(from string, ok bool) {
-	if a.phase != Announcing || !ok || !slices.Contains(a.base.Replicas, from) {
+// OnChosen handles a replica's answer to the announcing Choose. A chosen
+// value stays chosen whatever the announce does; a failed announce only
+// delays acting on it, and the next attempt from the same base re-proposes
+// the same value.
+func (a *Proposer) OnChosen(from string, r ChooseReply) {
+	if a.phase != Announcing || !slices.Contains(a.base.Replicas, from) {
 		return
 	}
-	a.chosen[from] = true
-	if len(a.chosen) >= majority(len(a.base.Replicas)) {
+	if r.Meta.HasChosen && r.Meta.Chosen.Epoch > a.value.Epoch {
+		c := r.Meta.Chosen
+		a.finish(Outcome{Newer: &c, NewerFinal: r.Meta.Final})
+		return
+	}
+	if !r.Recorded {
+		return
+	}
+	a.recorded[from] = true
+	if len(a.recorded) >= majority(len(a.base.Replicas)) {
 		c := a.value
 		a.finish(Outcome{Chosen: &c})
 	}
 }
 
+// announce returns the Choose messages that record the value at the base
+// claim's replicas.
+func (a *Proposer) announce() []Message {
+	return a.toBase(func() Message {
+		return Message{Choose: &Choose{P: a.p, Claim: a.value}}
+	})
+}
+
 // startSync picks the value (the highest-ballot accepted successor of the
-// base among the promises, else our own) and asks a majority of its replica
-// set to copy the most advanced promiser's data. Paxos requires the first:
-// a value that may already be chosen must be proposed again, never replaced.
+// base among the promises, else our own) and asks its replicas to copy the
+// most advanced promiser's data. Paxos requires the first: a value that may
+// already be chosen must be proposed again, never replaced.
 func (a *Proposer) startSync() []Message {
 	a.value = a.own
 	var best store.Claim
@@ -214,12 +248,23 @@ func (a *Proposer) startSync() []Message {
 		}
 	}
 	if best.Owner != "" {
-		a.value = store.Claim{Epoch: a.ballot, Base: a.base.Epoch, Owner: best.Owner, Replicas: slices.Clone(best.Replicas)}
+		a.value = a.successor(a.ballot, best.Owner, best.Replicas)
 	}
 	a.phase = Syncing
 	out := make([]Message, 0, len(a.value.Replicas))
 	for _, r := range a.value.Replicas {
-		out = append(out, Message{To: r, Sync: &Sync{P: a.p, Ballot: a.ballot, Source: source, Pos: pos}})
+		out = append(out, Message{To: r, Sync: &Sync{P: a.p, Ballot: a.ballot, Base: a.base.Epoch, Source: source, Pos: pos}})
+	}
+	return out
+}
+
+// toBase returns one message made by mk per replica of the base claim.
+func (a *Proposer) toBase(mk func() Message) []Message {
+	out := make([]Message, 0, len(a.base.Replicas))
+	for _, r := range a.base.Replicas {
+		m := mk()
+		m.To = r
+		out = append(out, m)
 	}
 	return out
 }
@@ -230,15 +275,8 @@ func (a *Proposer) newer(m store.Meta) bool {
 		return false
 	}
 	c := m.Chosen
-	a.finish(Outcome{Newer: &c})
+	a.finish(Outcome{Newer: &c, NewerFinal: m.Final})
 	return true
-}
-
-// reject ends the attempt once a refusal makes a majority impossible; a
-// single refusal is enough to know a higher ballot is in play.
-func (a *Proposer) reject(promised epoch.Epoch) {
-	a.rejected = max(a.rejected, promised)
-	a.finish(Outcome{Rejected: a.rejected})
 }
 
 func (a *Proposer) finish(o Outcome) {

@@ -3,6 +3,7 @@ package router
 import (
 	"fmt"
 
+	"github.com/singlewriter/singlewriter/epoch"
 	"github.com/singlewriter/singlewriter/internal/wire"
 	"github.com/singlewriter/singlewriter/owner"
 	"github.com/singlewriter/singlewriter/store"
@@ -84,24 +85,27 @@ func decodeCallResponse(b []byte) (callResponse, error) {
 	return r, nil
 }
 
-// fetchRequest asks for one page of a partition's data.
+// fetchRequest asks for one page of a partition's data, expected at Pos,
+// for a proposal at Ballot.
 type fetchRequest struct {
 	P      int
-	Ballot uint64
+	Ballot epoch.Epoch
+	Pos    store.Position
 	After  []byte
 }
 
 func (r fetchRequest) encode() []byte {
 	var e wire.Encoder
 	e.Uvarint(uint64(r.P))
-	e.Uvarint(r.Ballot)
+	e.Uvarint(uint64(r.Ballot))
+	owner.EncodePosition(&e, r.Pos)
 	e.Bytes(r.After)
 	return e.Out()
 }
 
 func decodeFetchRequest(b []byte) (fetchRequest, error) {
 	d := wire.NewDecoder(b)
-	r := fetchRequest{P: int(min(d.Uvarint(), 1<<31)), Ballot: d.Uvarint(), After: d.Bytes()}
+	r := fetchRequest{P: owner.DecodePartition(d), Ballot: epoch.Epoch(d.Uvarint()), Pos: owner.DecodePosition(d), After: d.Bytes()}
 	if err := d.Finish(); err != nil {
 		return r, fmt.Errorf("router: decode fetch: %w", err)
 	}

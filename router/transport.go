@@ -47,14 +47,17 @@ func (t transport) Sync(ctx context.Context, to string, req owner.Sync) error {
 }
 
 // Choose implements owner.Transport.
-func (t transport) Choose(ctx context.Context, to string, p int, c store.Claim) error {
-	_, err := t.call(ctx, to, msgChoose, owner.Choose{P: p, Claim: c}.Encode())
-	return err
+func (t transport) Choose(ctx context.Context, to string, req owner.Choose) (owner.ChooseReply, error) {
+	b, err := t.call(ctx, to, msgChoose, req.Encode())
+	if err != nil {
+		return owner.ChooseReply{}, err
+	}
+	return owner.DecodeChooseReply(b)
 }
 
 // Fetch implements owner.Transport.
-func (t transport) Fetch(ctx context.Context, from string, p int, ballot epoch.Epoch, after []byte) ([]store.Entry, []byte, error) {
-	b, err := t.call(ctx, from, msgFetch, fetchRequest{P: p, Ballot: uint64(ballot), After: after}.encode())
+func (t transport) Fetch(ctx context.Context, from string, p int, ballot epoch.Epoch, pos store.Position, after []byte) ([]store.Entry, []byte, error) {
+	b, err := t.call(ctx, from, msgFetch, fetchRequest{P: p, Ballot: ballot, Pos: pos, After: after}.encode())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -104,20 +107,21 @@ func (n *Node) serve(ctx context.Context, typ uint8, body []byte) ([]byte, error
 		if err != nil {
 			return nil, err
 		}
-		return nil, n.owner.HandleChoose(ctx, req.P, req.Claim)
+		r, err := n.owner.HandleChoose(ctx, req)
+		return r.Encode(), err
 	case msgFetch:
 		req, err := decodeFetchRequest(body)
 		if err != nil {
 			return nil, err
 		}
-		entries, next, err := n.owner.HandleFetch(req.P, epoch.Epoch(req.Ballot), req.After)
+		entries, next, err := n.owner.HandleFetch(req.P, req.Ballot, req.Pos, req.After)
 		if err != nil {
 			return nil, err
 		}
 		return encodePage(entries, next), nil
 	case msgHandoff:
 		d := wire.NewDecoder(body)
-		p := int(min(d.Uvarint(), 1<<31))
+		p := owner.DecodePartition(d)
 		if err := d.Finish(); err != nil {
 			return nil, err
 		}

@@ -62,25 +62,37 @@ func (s *Store) Accept(ctx context.Context, p int, c Claim) error {
 }
 
 // Choose records c as partition p's chosen claim if none is known or c is
-// newer (higher epoch) than the known one; otherwise it does nothing and
-// returns nil. Recording clears an accepted proposal whose ballot is at or
-// below c.Epoch (it is settled) and appends an AuditRecord in the same
-// transaction. Choose is not fenced: a chosen claim is a fact learned, not
-// a write, and it does not change the promise.
-func (s *Store) Choose(ctx context.Context, p int, c Claim) error {
+// newer (higher epoch) than the known one, and marks it Final if final is
+// set (a claim at the known epoch can be marked final later). Recording
+// clears an accepted proposal whose ballot is at or below c.Epoch (it is
+// settled) and appends an AuditRecord in the same transaction. It returns
+// the Meta as it was before, so the caller can tell what the record
+// replaced. Choose is not fenced: a chosen claim is a fact learned, not a
+// write, and it does not change the promise.
+func (s *Store) Choose(ctx context.Context, p int, c Claim, final bool) (Meta, error) {
 	if err := checkClaim(p, c); err != nil {
-		return err
+		return Meta{}, err
 	}
-	return s.do(ctx, func(tx *bolt.Tx) (outcome, abort error) {
+	var prev Meta
+	err := s.do(ctx, func(tx *bolt.Tx) (outcome, abort error) {
 		pt, err := loadPartition(tx, p)
 		if err != nil {
 			return err, nil
 		}
-		if pt.meta.HasChosen && c.Epoch <= pt.meta.Chosen.Epoch {
+		prev = pt.meta
+		switch {
+		case pt.meta.HasChosen && c.Epoch < pt.meta.Chosen.Epoch:
 			return nil, nil
+		case pt.meta.HasChosen && c.Epoch == pt.meta.Chosen.Epoch:
+			if !final || pt.meta.Final {
+				return nil, nil
+			}
+			pt.meta.Final = true
+			return nil, pt.saveMeta(tx)
 		}
 		pt.meta.Chosen = cloneClaim(c)
 		pt.meta.HasChosen = true
+		pt.meta.Final = final
 		if pt.meta.Accepted.Owner != "" && pt.meta.Accepted.Epoch <= c.Epoch {
 			pt.meta.Accepted = Claim{}
 		}
@@ -89,6 +101,7 @@ func (s *Store) Choose(ctx context.Context, p int, c Claim) error {
 		}
 		return nil, pt.appendAudit(AuditRecord{Epoch: c.Epoch, Owner: c.Owner, At: s.now()})
 	})
+	return prev, err
 }
 
 // checkClaim rejects a bad partition or a claim without an owner (an empty
@@ -103,8 +116,9 @@ func checkClaim(p int, c Claim) error {
 	return nil
 }
 
-// cloneClaim copies c's replica slice, so that the caller may reuse it.
+// cloneClaim copies c's slices, so that the caller may reuse them.
 func cloneClaim(c Claim) Claim {
 	c.Replicas = append([]string(nil), c.Replicas...)
+	c.BaseReplicas = append([]string(nil), c.BaseReplicas...)
 	return c
 }

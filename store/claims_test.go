@@ -16,11 +16,11 @@ func TestChooseRecordsOnlyNewerClaimsAndAuditsThem(t *testing.T) {
 	s.now = func() time.Time { return at }
 
 	root := Claim{Epoch: 0, Owner: "a", Replicas: []string{"a"}}
-	require.NoError(t, s.Choose(ctx, 1, root), "the root claim at epoch 0 is recorded")
-	require.NoError(t, s.Choose(ctx, 1, Claim{Epoch: 0, Owner: "b"}), "not newer: a no-op, not an error")
+	require.NoError(t, choose(ctx, s, 1, root), "the root claim at epoch 0 is recorded")
+	require.NoError(t, choose(ctx, s, 1, Claim{Epoch: 0, Owner: "b"}), "not newer: a no-op, not an error")
 	next := Claim{Epoch: 4, Owner: "b", Replicas: []string{"a", "b"}}
-	require.NoError(t, s.Choose(ctx, 1, next))
-	require.NoError(t, s.Choose(ctx, 1, Claim{Epoch: 2, Owner: "c"}), "older: a no-op")
+	require.NoError(t, choose(ctx, s, 1, next))
+	require.NoError(t, choose(ctx, s, 1, Claim{Epoch: 2, Owner: "c"}), "older: a no-op")
 
 	m, err := s.Meta(1)
 	require.NoError(t, err)
@@ -42,12 +42,12 @@ func TestChooseClearsSettledAcceptedProposalOnly(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
 	require.NoError(t, s.Accept(ctx, 0, Claim{Epoch: 5, Owner: "b"}))
-	require.NoError(t, s.Choose(ctx, 0, Claim{Epoch: 3, Owner: "a"}))
+	require.NoError(t, choose(ctx, s, 0, Claim{Epoch: 3, Owner: "a"}))
 	m, err := s.Meta(0)
 	require.NoError(t, err)
 	require.Equal(t, Claim{Epoch: 5, Owner: "b"}, m.Accepted, "a proposal above the chosen claim stays")
 
-	require.NoError(t, s.Choose(ctx, 0, Claim{Epoch: 5, Owner: "b"}))
+	require.NoError(t, choose(ctx, s, 0, Claim{Epoch: 5, Owner: "b"}))
 	m, err = s.Meta(0)
 	require.NoError(t, err)
 	require.Empty(t, m.Accepted.Owner, "the proposal was chosen: settled")
@@ -57,7 +57,7 @@ func TestClaimWithoutOwnerIsInvalid(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
 	require.ErrorIs(t, s.Accept(ctx, 0, Claim{Epoch: 1}), ErrInvalid)
-	require.ErrorIs(t, s.Choose(ctx, 0, Claim{Epoch: 1}), ErrInvalid)
+	require.ErrorIs(t, choose(ctx, s, 0, Claim{Epoch: 1}), ErrInvalid)
 	_, err := s.Promise(ctx, -1, 1)
 	require.ErrorIs(t, err, ErrInvalid)
 }
@@ -67,7 +67,7 @@ func TestPartitionsListsTouchedPartitionsAscending(t *testing.T) {
 	s := openTest(t)
 	_, err := s.Promise(ctx, 300, 1)
 	require.NoError(t, err)
-	require.NoError(t, s.Choose(ctx, 10, Claim{Owner: "a"}))
+	require.NoError(t, choose(ctx, s, 10, Claim{Owner: "a"}))
 	require.NoError(t, put(ctx, s, 2, 0, "k", "v"))
 	require.NoError(t, s.Drop(ctx, 5)) // untouched: stays absent
 	ps, err := s.Partitions()
@@ -76,4 +76,32 @@ func TestPartitionsListsTouchedPartitionsAscending(t *testing.T) {
 	m, err := s.Meta(5)
 	require.NoError(t, err)
 	require.Equal(t, Meta{}, m)
+}
+
+func TestChooseMarksFinalAndReturnsThePreviousMeta(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	c := Claim{Epoch: 2, Base: 0, Owner: "b", Replicas: []string{"b"}, BaseReplicas: []string{"a"}}
+	prev, err := s.Choose(ctx, 0, c, false)
+	require.NoError(t, err)
+	require.False(t, prev.HasChosen)
+	m, _ := s.Meta(0)
+	require.Equal(t, c, m.Chosen)
+	require.False(t, m.Final, "recorded, not final")
+
+	prev, err = s.Choose(ctx, 0, c, true)
+	require.NoError(t, err)
+	require.True(t, prev.HasChosen)
+	require.False(t, prev.Final)
+	m, _ = s.Meta(0)
+	require.True(t, m.Final, "the same claim can be marked final later")
+
+	older := Claim{Epoch: 1, Owner: "c"}
+	prev, err = s.Choose(ctx, 0, older, true)
+	require.NoError(t, err)
+	require.Equal(t, c, prev.Chosen, "the previous meta names the newer claim that stays")
+	m, _ = s.Meta(0)
+	require.Equal(t, c, m.Chosen)
+	audit, _ := s.Audit(0)
+	require.Len(t, audit, 1, "marking final is not a new epoch transition")
 }

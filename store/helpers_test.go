@@ -46,3 +46,9 @@ func requireAbsent(t testing.TB, s *Store, p int, key string) {
 	require.NoError(t, err)
 	require.False(t, ok, "key %q present", key)
 }
+
+// choose records c as chosen, not final, and returns only the error.
+func choose(ctx context.Context, s *Store, p int, c Claim) error {
+	_, err := s.Choose(ctx, p, c, false)
+	return err
+}

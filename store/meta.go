@@ -15,6 +15,10 @@ type Claim struct {
 	Epoch epoch.Epoch
 	// Base is the epoch of the claim this one succeeds (0 for the root).
 	Base epoch.Epoch
+	// BaseReplicas is the replica set of the claim this one succeeds (nil
+	// for the root): the nodes that must record this claim before anyone
+	// acts on it.
+	BaseReplicas []string
 	// Owner is the owning node's name; "" in a zero Claim.
 	Owner string
 	// Replicas is the claim's replica set, owner included.
@@ -51,14 +55,18 @@ type Meta struct {
 	// ballot. Accepted.Owner == "" means none.
 	Accepted Claim
 	// Position is the position of the last applied data write; zero when the
-	// replica holds no data (never written, Reset, Drop).
+	// replica holds no data (never written, or dropped).
 	Position Position
 	// HasChosen is false when no chosen claim is known for the partition.
 	HasChosen bool
+	// Final is true when Chosen is known to be recorded by a majority of its
+	// base claim's replicas, so that nodes may act on it (serve it, build
+	// on it). A chosen claim that is not final was only recorded here.
+	Final bool
 }
 
 // metaVersion is the first byte of an encoded Meta.
-const metaVersion = 2
+const metaVersion = 3
 
 // encodeMeta encodes m compactly with a version byte first.
 func encodeMeta(m Meta) []byte {
@@ -66,6 +74,7 @@ func encodeMeta(m Meta) []byte {
 	e.Uint8(metaVersion)
 	e.Uvarint(uint64(m.Promised))
 	e.Bool(m.HasChosen)
+	e.Bool(m.Final)
 	encodeClaim(&e, m.Chosen)
 	encodeClaim(&e, m.Accepted)
 	e.Uvarint(uint64(m.Position.Epoch))
@@ -77,9 +86,14 @@ func encodeClaim(e *wire.Encoder, c Claim) {
 	e.Uvarint(uint64(c.Epoch))
 	e.Uvarint(uint64(c.Base))
 	e.String(c.Owner)
-	e.Uvarint(uint64(len(c.Replicas)))
-	for _, r := range c.Replicas {
-		e.String(r)
+	encodeNames(e, c.Replicas)
+	encodeNames(e, c.BaseReplicas)
+}
+
+func encodeNames(e *wire.Encoder, names []string) {
+	e.Uvarint(uint64(len(names)))
+	for _, n := range names {
+		e.String(n)
 	}
 }
 
@@ -93,6 +107,7 @@ func decodeMeta(b []byte) (Meta, error) {
 	m := Meta{
 		Promised:  epoch.Epoch(d.Uvarint()),
 		HasChosen: d.Bool(),
+		Final:     d.Bool(),
 		Chosen:    decodeClaim(d),
 		Accepted:  decodeClaim(d),
 		Position:  Position{Epoch: epoch.Epoch(d.Uvarint()), LSN: d.Uvarint()},
@@ -104,12 +119,22 @@ func decodeMeta(b []byte) (Meta, error) {
 }
 
 func decodeClaim(d *wire.Decoder) Claim {
-	c := Claim{Epoch: epoch.Epoch(d.Uvarint()), Base: epoch.Epoch(d.Uvarint()), Owner: d.String()}
+	return Claim{
+		Epoch:        epoch.Epoch(d.Uvarint()),
+		Base:         epoch.Epoch(d.Uvarint()),
+		Owner:        d.String(),
+		Replicas:     decodeNames(d),
+		BaseReplicas: decodeNames(d),
+	}
+}
+
+func decodeNames(d *wire.Decoder) []string {
+	var names []string
 	n := d.Uvarint()
 	for i := uint64(0); i < n && d.Err() == nil; i++ {
-		c.Replicas = append(c.Replicas, d.String())
+		names = append(names, d.String())
 	}
-	return c
+	return names
 }
 
 // MarshalBinary encodes c; it never fails.

@@ -101,24 +101,12 @@ func (s *Store) Export(p int, after []byte, maxBytes int) (entries []Entry, next
 	return entries, next, nil
 }
 
-// Reset is the first step of receiving a partition: fenced like a write at
-// e, it deletes p's data and dedup records and sets its position to zero, so
-// that a half-copied partition never looks advanced. It keeps the claims
-// and the audit, and raises the promise to e if lower.
-func (s *Store) Reset(ctx context.Context, p int, e epoch.Epoch) error {
-	if err := checkPartition(p); err != nil {
-		return err
-	}
-	return s.do(ctx, fenced(p, e, func(tx *bolt.Tx, pt *partition) error {
-		pt.meta.Position = Position{}
-		return clearData(pt)
-	}))
-}
-
-// Import writes entries (from Export) into partition p, fenced like a write
-// at e; it raises the promise to e if lower. Every entry is a put: a
-// KindData entry with a nil Value stores an empty value.
-func (s *Store) Import(ctx context.Context, p int, e epoch.Epoch, entries []Entry) error {
+// Install replaces partition p's data and dedup records with entries
+// (from Export) and sets its position to pos, in one transaction fenced
+// like a write at e (it raises the promise to e if lower). A replica is
+// never left half-copied: it has its old copy or the new one. Every entry
+// is a put: a KindData entry with a nil Value stores an empty value.
+func (s *Store) Install(ctx context.Context, p int, e epoch.Epoch, entries []Entry, pos Position) error {
 	if err := checkPartition(p); err != nil {
 		return err
 	}
@@ -128,6 +116,9 @@ func (s *Store) Import(ctx context.Context, p int, e epoch.Epoch, entries []Entr
 		}
 	}
 	return s.do(ctx, fenced(p, e, func(tx *bolt.Tx, pt *partition) error {
+		if err := clearData(pt); err != nil {
+			return err
+		}
 		for _, en := range entries {
 			b, err := pt.createSub(en.Kind.bucket())
 			if err != nil {
@@ -141,17 +132,6 @@ func (s *Store) Import(ctx context.Context, p int, e epoch.Epoch, entries []Entr
 				return err
 			}
 		}
-		return nil
-	}))
-}
-
-// SetPosition completes an import: fenced like a write at e, it sets p's
-// position to pos and raises the promise to e if lower.
-func (s *Store) SetPosition(ctx context.Context, p int, e epoch.Epoch, pos Position) error {
-	if err := checkPartition(p); err != nil {
-		return err
-	}
-	return s.do(ctx, fenced(p, e, func(tx *bolt.Tx, pt *partition) error {
 		pt.meta.Position = pos
 		return nil
 	}))
@@ -213,7 +193,7 @@ func clearData(pt *partition) error {
 	return pt.deleteSub(responsesBucket)
 }
 
-// checkEntry rejects an entry Import could not store or Response could not
+// checkEntry rejects an entry Install could not store or Response could not
 // read back.
 func checkEntry(en Entry) error {
 	if en.Kind.bucket() == nil {

@@ -52,26 +52,10 @@ func TestTransferRoundTripsPartitionAcrossStores(t *testing.T) {
 	srcMeta, err := src.Promise(ctx, 5, 3)
 	require.NoError(t, err)
 
-	require.NoError(t, dst.Reset(ctx, 5, 3))
-	m, err := dst.Meta(5)
-	require.NoError(t, err)
-	require.Equal(t, Position{}, m.Position, "a reset partition must not look advanced")
-	requireAbsent(t, dst, 5, "stale-only")
-
-	var after []byte
-	pages := 0
-	for {
-		page, next, err := src.Export(5, after, 64)
-		require.NoError(t, err)
-		require.NoError(t, dst.Import(ctx, 5, 3, page))
-		pages++
-		if next == nil {
-			break
-		}
-		after = next
-	}
+	entries, pages := exportAll(t, src, 5, 64)
 	require.Greater(t, pages, 20, "small maxBytes must force many pages")
-	require.NoError(t, dst.SetPosition(ctx, 5, 3, srcMeta.Position))
+	require.NoError(t, dst.Install(ctx, 5, 3, entries, srcMeta.Position))
+	requireAbsent(t, dst, 5, "stale-only")
 
 	want, _ := exportAll(t, src, 5, 1<<20)
 	got, _ := exportAll(t, dst, 5, 1<<20)
@@ -82,7 +66,7 @@ func TestTransferRoundTripsPartitionAcrossStores(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, "resp-42", string(resp))
-	m, err = dst.Meta(5)
+	m, err := dst.Meta(5)
 	require.NoError(t, err)
 	require.Equal(t, Position{Epoch: 2, LSN: 60}, m.Position)
 	require.Equal(t, epoch.Epoch(3), m.Promised)
@@ -112,17 +96,16 @@ func TestStaleTransferOpsAreRejectedAndWriteNothing(t *testing.T) {
 	before, err := s.Meta(0)
 	require.NoError(t, err)
 
-	require.ErrorIs(t, s.Reset(ctx, 0, 3), epoch.ErrStale)
-	require.ErrorIs(t, s.Import(ctx, 0, 3, []Entry{{Kind: KindData, Key: []byte("zombie"), Value: []byte("x")}}), epoch.ErrStale)
-	require.ErrorIs(t, s.SetPosition(ctx, 0, 3, Position{Epoch: 9, LSN: 9}), epoch.ErrStale)
+	zombie := []Entry{{Kind: KindData, Key: []byte("zombie"), Value: []byte("x")}}
+	require.ErrorIs(t, s.Install(ctx, 0, 3, zombie, Position{Epoch: 9, LSN: 9}), epoch.ErrStale)
 
 	after, err := s.Meta(0)
 	require.NoError(t, err)
 	require.Equal(t, before, after)
 	requireAbsent(t, s, 0, "zombie")
 	requireValue(t, s, 0, "key-002", "value-2")
-	require.ErrorIs(t, s.Import(ctx, 0, 4, []Entry{{Kind: 7, Key: []byte("k")}}), ErrInvalid)
-	require.ErrorIs(t, s.Import(ctx, 0, 4, []Entry{{Kind: KindResponse, Key: []byte("r"), Value: []byte("short")}}), ErrInvalid)
+	require.ErrorIs(t, s.Install(ctx, 0, 4, []Entry{{Kind: 7, Key: []byte("k")}}, Position{}), ErrInvalid)
+	require.ErrorIs(t, s.Install(ctx, 0, 4, []Entry{{Kind: KindResponse, Key: []byte("r"), Value: []byte("short")}}, Position{}), ErrInvalid)
 }
 
 func TestDropKeepsMetaAndAuditButNotData(t *testing.T) {
@@ -131,7 +114,7 @@ func TestDropKeepsMetaAndAuditButNotData(t *testing.T) {
 	_, err := s.Promise(ctx, 2, 1)
 	require.NoError(t, err)
 	claim := Claim{Epoch: 1, Owner: "a", Replicas: []string{"a"}}
-	require.NoError(t, s.Choose(ctx, 2, claim))
+	require.NoError(t, choose(ctx, s, 2, claim))
 	fill(t, s, 2, 1, 4)
 
 	require.NoError(t, s.Drop(ctx, 2))
