@@ -68,6 +68,10 @@ func Open(cfg Config) (*Store, error) {
 		Timeout: cfg.OpenTimeout,
 		NoSync:  cfg.NoSync,
 		MaxSize: cfg.MaxSize,
+		// The freelist is rebuilt by scanning at open instead of written at
+		// every commit: fewer pages per commit, on the path of every call.
+		NoFreelistSync: true,
+		FreelistType:   bolt.FreelistMapType,
 	})
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s (waited %s)", ErrLocked, path, cfg.OpenTimeout)
