@@ -37,7 +37,11 @@ func (o *Owner) HandlePrepare(ctx context.Context, req Prepare) (PromiseReply, e
 	if !newer && epoch.CheckPromise(m.Promised, req.Ballot) == nil {
 		o.drain(ctx, req.P)
 	}
-	return HandlePrepare(ctx, o.store, req)
+	r, err := HandlePrepare(ctx, o.store, req)
+	if err == nil && !r.OK {
+		o.stats.refusedPrepares.Add(1)
+	}
+	return r, err
 }
 
 // drain stops serving partition p and waits for its leases, at most
@@ -54,6 +58,7 @@ func (o *Owner) drain(ctx context.Context, p int) {
 	case <-idle:
 		o.cfg.Logger.Info("drained partition", "partition", p)
 	case <-t.C:
+		o.stats.drainTimeouts.Add(1)
 		o.cfg.Logger.Warn("drain timed out: calls still in flight will be fenced", "partition", p)
 	case <-ctx.Done():
 	}

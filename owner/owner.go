@@ -31,6 +31,7 @@ type Owner struct {
 	// leaving is set by Leave: the node acquires nothing any more.
 	leaving atomic.Bool
 
+	stats  counters
 	kick   chan struct{}
 	sem    chan struct{}
 	ctx    context.Context
@@ -263,6 +264,11 @@ func (o *Owner) attempt(s Step, t *ring.Table) {
 		ok = o.resume(s.P, s.Claim)
 	case Acquire:
 		ok, seen = o.acquire(s.P, s.Claim, t)
+		if ok {
+			o.stats.acquired.Add(1)
+		} else {
+			o.stats.failedAcquires.Add(1)
+		}
 	case Release:
 		ok = o.learn(o.ctx, s.P, s.Claim) == nil
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/singlewriter/singlewriter/internal/rpc"
@@ -30,6 +31,8 @@ type Node struct {
 	server *rpc.Server
 	client *rpc.Client
 	exec   *executor
+	// fenced counts commits refused by the epoch check.
+	fenced atomic.Uint64
 
 	// mu guards handlers.
 	mu       sync.RWMutex

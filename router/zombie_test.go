@@ -71,6 +71,10 @@ func zombieScenario(t *testing.T) (zombieErr error, final string) {
 
 	close(release)
 	zombieErr = <-zombie
+	if zombieErr != nil {
+		require.Equal(t, uint64(1), old.Stats().FencedCommits, "the fenced commit is counted")
+		require.NotZero(t, old.Stats().DrainTimeouts, "the paused call outlived the drain")
+	}
 	v, err := newNode.Call(ctx, key, "get", nil)
 	require.NoError(t, err)
 	return zombieErr, string(v)
