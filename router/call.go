@@ -5,8 +5,8 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"strings"
 	mrand "math/rand/v2"
+	"strings"
 	"time"
 )
 
