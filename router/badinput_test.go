@@ -118,7 +118,7 @@ func (l *logBuffer) String() string {
 	return l.buf.String()
 }
 
-func TestNodeOfAnotherClusterOrPartitionCountIsRefused(t *testing.T) {
+func TestNodeOfAnotherClusterPartitionCountOrSecretIsRefused(t *testing.T) {
 	var logs logBuffer
 	c := &testCluster{t: t, dir: t.TempDir(), setup: func(n *Node) { n.Handle("inc", counter) }}
 	cfg := c.config("n0", true)
@@ -130,19 +130,20 @@ func TestNodeOfAnotherClusterOrPartitionCountIsRefused(t *testing.T) {
 	for _, mutate := range []func(*Config){
 		func(cfg *Config) { cfg.Cluster = "other" },
 		func(cfg *Config) { cfg.Partitions = 64 },
+		func(cfg *Config) { cfg.SecretKey = []byte("0123456789abcdef") }, // the cluster has no key
 	} {
 		cfg := c.config("intruder", false)
 		cfg.DataDir = t.TempDir()
 		mutate(&cfg)
 		n, err := New(cfg)
 		require.NoError(t, err)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		err = n.Start(ctx)
 		cancel()
 		require.Error(t, err, "the intruder must not join")
 		n.Close()
 	}
-	require.Contains(t, logs.String(), "intruder", "the refusal is logged with the node's name")
+	require.Contains(t, logs.String(), "intruder", "the refusals by fingerprint are logged with the node's name")
 	for _, n := range c.live() {
 		require.ElementsMatch(t, []string{"n0", "n1"}, n.Members())
 	}
