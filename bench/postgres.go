@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// pgBinDirs are where Debian and other distributions put initdb and
+// postgres when they are not on PATH.
+var pgBinDirs = []string{"/usr/lib/postgresql/*/bin", "/usr/local/pgsql/bin", "/usr/pgsql-*/bin"}
+
+// pgPauseTimeout is the row lock's "TTL" in the pause scenario: a session
+// idle in its transaction that long is terminated, releasing its lock.
+const pgPauseTimeout = 200 * time.Millisecond
+
+// postgres is a private PostgreSQL cluster created with initdb in a
+// temporary directory, listening on loopback, synchronous_commit on.
+type postgres struct {
+	dsn string
+	// rowLock selects BEGIN; SELECT ... FOR UPDATE; UPDATE; COMMIT. Without
+	// it, increments are a plain UPDATE n = n + 1: the lock-free optimum.
+	rowLock bool
+	undo    func() error
+}
+
+// startPostgres runs initdb and postgres from binDir with data under dir.
+// As root, both run as the "postgres" user.
+func startPostgres(ctx context.Context, cl *cleanups, binDir, dir string, rowLock bool) (*postgres, error) {
+	cred, err := unprivileged("postgres")
+	if err != nil {
+		return nil, err
+	}
+	base := filepath.Join(dir, "postgres")
+	if rowLock {
+		base += "-rowlock"
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return nil, err
+	}
+	if cred != nil {
+		if err := os.Chown(base, int(cred.Uid), int(cred.Gid)); err != nil {
+			return nil, err
+		}
+	}
+	data := filepath.Join(base, "data")
+	initdb := exec.CommandContext(ctx, filepath.Join(binDir, "initdb"), "-D", data, "-U", "bench", "--auth=trust", "-E", "UTF8", "--no-sync")
+	initdb.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
+	if out, err := initdb.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	logFile := filepath.Join(base, "postgres.log")
+	p, err := startProcess(cl, "postgres", filepath.Join(binDir, "postgres"), []string{
+		"-D", data, "-p", strconv.Itoa(port), "-k", base,
+		"-c", "listen_addresses=127.0.0.1",
+		"-c", "fsync=on", "-c", "synchronous_commit=on",
+		"-c", "max_connections=300", "-c", "shared_buffers=128MB",
+	}, logFile, cred, syscall.SIGINT) // SIGINT: fast shutdown
+	if err != nil {
+		return nil, err
+	}
+	pg := &postgres{dsn: fmt.Sprintf("postgres://bench@127.0.0.1:%d/postgres?sslmode=disable", port), rowLock: rowLock}
+	pg.undo = cl.push("postgres", p.stop)
+	err = waitReady(ctx, p, logFile, func(ctx context.Context) error {
+		conn, err := pgx.Connect(ctx, pg.dsn)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS kv (k bytea PRIMARY KEY, n bigint NOT NULL, pad bytea NOT NULL)`)
+		return err
+	})
+	if err != nil {
+		pg.undo()
+		return nil, err
+	}
+	return pg, nil
+}
+
+// Close stops the server.
+func (pg *postgres) Close() error { return pg.undo() }
+
+// Prepare creates the keys' rows, counters at 0, with COPY.
+func (pg *postgres) Prepare(ctx context.Context, keys [][]byte) error {
+	conn, err := pgx.Connect(ctx, pg.dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	pad := encodeValue(0)[8:]
+	_, err = conn.CopyFrom(ctx, pgx.Identifier{"kv"}, []string{"k", "n", "pad"},
+		pgx.CopyFromSlice(len(keys), func(i int) ([]any, error) { return []any{keys[i], int64(0), pad}, nil }))
+	return err
+}
+
+// Client opens a connection.
+func (pg *postgres) Client(ctx context.Context) (Client, error) {
+	conn, err := pgx.Connect(ctx, pg.dsn)
+	if err != nil {
+		return nil, err
+	}
+	return &pgClient{pg: pg, conn: conn}, nil
+}
+
+// Values reads the keys' counters, 5,000 at a time.
+func (pg *postgres) Values(ctx context.Context, keys [][]byte) ([]uint64, error) {
+	conn, err := pgx.Connect(ctx, pg.dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.Background())
+	out := make([]uint64, len(keys))
+	pos := make(map[string]int, len(keys))
+	for i, k := range keys {
+		pos[string(k)] = i
+	}
+	for start := 0; start < len(keys); start += 5000 {
+		rows, err := conn.Query(ctx, `SELECT k, n FROM kv WHERE k = ANY($1)`, keys[start:min(start+5000, len(keys))])
+		if err != nil {
+			return nil, err
+		}
+		var k []byte
+		var n int64
+		_, err = pgx.ForEachRow(rows, []any{&k, &n}, func() error {
+			out[pos[string(k)]] = uint64(n)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+type pgClient struct {
+	pg   *postgres
+	conn *pgx.Conn
+}
+
+// Incr runs the increment as one transaction. With the row lock and a
+// pause, the session's idle_in_transaction_session_timeout is set to
+// pgPauseTimeout first: the server ends a session that holds the lock
+// longer, the closest a row lock comes to a TTL.
+func (c *pgClient) Incr(ctx context.Context, key []byte, pause time.Duration) error {
+	if !c.pg.rowLock {
+		_, err := c.conn.Exec(ctx, `UPDATE kv SET n = n + 1 WHERE k = $1`, key)
+		return err
+	}
+	if pause > 0 {
+		if _, err := c.conn.Exec(ctx, fmt.Sprintf(`SET idle_in_transaction_session_timeout = %d`, pgPauseTimeout.Milliseconds())); err != nil {
+			return err
+		}
+		defer c.reconnect(ctx)
+	}
+	tx, err := c.conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.Background())
+	var n int64
+	var pad []byte
+	if err := tx.QueryRow(ctx, `SELECT n, pad FROM kv WHERE k = $1 FOR UPDATE`, key).Scan(&n, &pad); err != nil {
+		return err
+	}
+	if pause > 0 {
+		if err := sleepCtx(ctx, pause); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.Exec(ctx, `UPDATE kv SET n = $2, pad = $3 WHERE k = $1`, key, n+1, pad); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// reconnect replaces the connection after a pause: the server may have
+// terminated it, and its timeout setting must not leak into later calls.
+func (c *pgClient) reconnect(ctx context.Context) {
+	c.conn.Close(context.Background())
+	if conn, err := pgx.Connect(ctx, c.pg.dsn); err == nil {
+		c.conn = conn
+	}
+}
+
+func (c *pgClient) Close() error { return c.conn.Close(context.Background()) }

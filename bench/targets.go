@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"time"
+)
+
+// find returns the result of system in cell (workload, clients).
+func find(results []result, system, workload string, clients int) (result, bool) {
+	for _, r := range results {
+		if r.System == system && r.Workload == workload && r.Clients == clients {
+			return r, true
+		}
+	}
+	return result{}, false
+}
+
+// best returns the highest throughput and the lowest p99 among the given
+// systems' results in one cell: a baseline at its most favourable.
+func best(results []result, systems []string, workload string, clients int) (ops, p99 float64, ok bool) {
+	p99 = math.Inf(1)
+	for _, s := range systems {
+		if r, found := find(results, s, workload, clients); found && r.Acked > 0 {
+			ops, p99, ok = max(ops, r.OpsPerSec), min(p99, r.P99), true
+		}
+	}
+	return ops, p99, ok
+}
+
+// printTargets checks the targets against results and prints one
+// line per check. It returns false if this library lost an update: the
+// only target that is a correctness check rather than a measure of the
+// machine.
+func printTargets(w io.Writer, results []result, fl floor) (safe bool) {
+	fmt.Fprintln(w, "\nTargets (ratios in this run):")
+	mark := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "MISSED"
+	}
+	baselines := []struct {
+		name    string
+		systems []string
+		factor  float64
+	}{
+		{rowEtcd, []string{rowEtcd}, 20},
+		{"redis-lock (best durable)", []string{rowRedis, rowRedisTight}, 10},
+		{rowPgRowLock, []string{rowPgRowLock}, 10},
+	}
+	for _, wl := range []string{workloadZipf, workloadHotKey} {
+		sw, ok := find(results, rowSingleWriter, wl, 64)
+		if !ok {
+			continue
+		}
+		for _, b := range baselines {
+			ops, p99, ok := best(results, b.systems, wl, 64)
+			if !ok {
+				fmt.Fprintf(w, "- %s @64 vs %s: not run\n", wl, b.name)
+				continue
+			}
+			ratio := sw.OpsPerSec / max(ops, 1e-9)
+			fmt.Fprintf(w, "- %s @64 throughput vs %s: %.1fx (target >= %.0fx): %s\n", wl, b.name, ratio, b.factor, mark(ratio >= b.factor))
+			fmt.Fprintf(w, "- %s @64 p99 vs %s: %.0fµs vs %.0fµs = %.3f (target <= 0.1): %s\n", wl, b.name, sw.P99, p99, sw.P99/p99, mark(sw.P99 <= p99/10))
+		}
+	}
+	floorUs := float64(fl.total()) / float64(time.Microsecond)
+	for _, wl := range []string{workloadUniform, workloadZipf, workloadHotKey} {
+		if r, ok := find(results, rowSingleWriter, wl, 1); ok {
+			x := r.P50 / floorUs
+			fmt.Fprintf(w, "- single client, %s: forwarded durable call p50 %.0fµs = %.2fx the floor of %.0fµs (target <= 2x): %s\n", wl, r.P50, x, floorUs, mark(x <= 2))
+		}
+	}
+	var lost uint64
+	cells := 0
+	for _, r := range results {
+		if r.System == rowSingleWriter || r.System == rowSingleWriterOwner {
+			lost += r.LostUpdates
+			cells++
+		}
+	}
+	fmt.Fprintf(w, "- lost updates of this library over %d cells, pause scenario included: %d (target 0): %s\n", cells, lost, mark(lost == 0))
+	return lost == 0
+}
