@@ -81,6 +81,23 @@ func (o *Owner) acquire(p int, base store.Claim, t *ring.Table) (bool, epoch.Epo
 	return false, seen
 }
 
+// finalize makes claim c of partition p final, c being a chosen claim the
+// store held at load without knowing it final (its announcement was lost),
+// and acts on it, or on the newer final claim a replica reports instead.
+// Without it, a claim whose announcement a restart of every node lost
+// would be in no claims table, and its partition never served again.
+func (o *Owner) finalize(p int, c store.Claim) bool {
+	out := o.drive(NewAnnouncer(p, c))
+	switch {
+	case out.Chosen != nil:
+	case out.Newer != nil && out.NewerFinal:
+		c = *out.Newer
+	default:
+		return false
+	}
+	return o.learn(o.ctx, p, c) == nil
+}
+
 // reply is one answer fed back to a Proposer.
 type reply struct {
 	from    string

@@ -2,6 +2,7 @@ package owner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -90,7 +91,8 @@ func (o *Owner) HandleChoose(ctx context.Context, req Choose) (ChooseReply, erro
 
 // learn acts on final claim c of partition p: it records it, puts it in
 // the claims table, stops serving an older claim, and drops p's data if
-// this node is not among c's replicas (it keeps the protocol state).
+// this node is not among c's replicas and promised nothing above c's epoch
+// (it keeps the protocol state).
 func (o *Owner) learn(ctx context.Context, p int, c store.Claim) error {
 	if c.Owner == "" {
 		return nil
@@ -109,18 +111,27 @@ func (o *Owner) learn(ctx context.Context, p int, c store.Claim) error {
 	if served, ok := pt.servedClaim(); ok && served.Epoch < c.Epoch {
 		pt.stop()
 	}
+	// Drop keeps the copy if a ballot above c's epoch was promised: a
+	// newer proposal reached this node, and may have synced this copy for
+	// itself (this node may own c's successor).
 	if !slices.Contains(c.Replicas, o.cfg.Self) && prev.Position != (store.Position{}) {
-		return o.store.Drop(ctx, p)
+		return o.store.Drop(ctx, p, c.Epoch)
 	}
 	return nil
 }
 
 // HandleSync brings this node's copy of a partition up to req.Pos by
 // copying it from req.Source under req.Ballot. A copy already at req.Pos is
-// kept. The whole copy is fetched first and installed in one transaction,
+// kept, but the promise is raised to req.Ballot as a copy would raise it:
+// the promise is how learn knows the copy may serve a newer proposal. The
+// whole copy is fetched first and installed in one transaction,
 // so a replica never holds half a copy. A replica that knows a chosen claim
 // newer than the proposal's base, or holds data written after it, refuses:
 // the proposer works from an old base and must not roll that data back.
+// A successor of the base that is not known to be final does not count: a
+// proposer that got this far had promises from a majority of the base's
+// replicas that did not know it, so it can never become final (see
+// Proposer), and its owner never wrote under it.
 func (o *Owner) HandleSync(ctx context.Context, req Sync) error {
 	if err := o.checkPartition(req.P); err != nil {
 		return err
@@ -130,10 +141,15 @@ func (o *Owner) HandleSync(ctx context.Context, req Sync) error {
 		return err
 	}
 	if m.Position == req.Pos {
+		if m.Promised < req.Ballot {
+			if _, err := o.store.Promise(ctx, req.P, req.Ballot); err != nil && !errors.Is(err, epoch.ErrStale) {
+				return err
+			}
+		}
 		return nil
 	}
 	switch {
-	case m.HasChosen && m.Chosen.Epoch > req.Base:
+	case m.HasChosen && m.Chosen.Epoch > req.Base && (m.Final || m.Chosen.Base != req.Base):
 		return fmt.Errorf("owner: sync of partition %d refused: claim %d is newer than the proposal's base %d", req.P, m.Chosen.Epoch, req.Base)
 	case m.Position.Epoch > req.Base:
 		return fmt.Errorf("owner: sync of partition %d refused: data written at epoch %d, after the proposal's base %d", req.P, m.Position.Epoch, req.Base)

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +27,11 @@ type Owner struct {
 	parts  []*partition
 
 	ring Ring
+	// unfinal holds, per partition, the chosen claim the store held at
+	// load without knowing it final: load leaves it out of the claims
+	// table, and reconcile makes it final (see finalize) until the table
+	// knows a claim as new. Only load and reconcile touch it.
+	unfinal map[int]store.Claim
 	// synced is set once a full claims table came from a peer (or this node
 	// bootstrapped): a node acquires nothing before.
 	synced atomic.Bool
@@ -46,12 +53,13 @@ func New(cfg Config) (*Owner, error) {
 		return nil, err
 	}
 	o := &Owner{
-		cfg:    cfg,
-		store:  cfg.Store,
-		claims: NewClaims(cfg.Partitions),
-		parts:  make([]*partition, cfg.Partitions),
-		kick:   make(chan struct{}, 1),
-		sem:    make(chan struct{}, maxConcurrentAttempts),
+		cfg:     cfg,
+		store:   cfg.Store,
+		claims:  NewClaims(cfg.Partitions),
+		parts:   make([]*partition, cfg.Partitions),
+		kick:    make(chan struct{}, 1),
+		sem:     make(chan struct{}, maxConcurrentAttempts),
+		unfinal: map[int]store.Claim{},
 	}
 	o.ctx, o.cancel = context.WithCancel(context.Background())
 	for p := range o.parts {
@@ -91,8 +99,11 @@ func (o *Owner) load() error {
 		if err != nil {
 			return err
 		}
-		if m.HasChosen && m.Final {
+		switch {
+		case m.HasChosen && m.Final:
 			o.claims.Merge(p, m.Chosen)
+		case m.HasChosen:
+			o.unfinal[p] = m.Chosen
 		}
 	}
 	return nil
@@ -212,8 +223,17 @@ func (o *Owner) reconcile(t *ring.Table, now time.Time) time.Duration {
 		return time.Second
 	}
 	wake := time.Second
-	steps := Plan(o.cfg.Self, t, o.claims.Snapshot(),
-		o.Serving, o.fenced)
+	var steps []Step
+	for _, p := range slices.Sorted(maps.Keys(o.unfinal)) {
+		c := o.unfinal[p]
+		if known, ok := o.claims.Get(p); ok && known.Epoch >= c.Epoch {
+			delete(o.unfinal, p)
+			continue
+		}
+		steps = append(steps, Step{P: p, Action: Finalize, Claim: c})
+	}
+	steps = append(steps, Plan(o.cfg.Self, t, o.claims.Snapshot(),
+		o.Serving, o.fenced)...)
 	for _, s := range steps {
 		if s.Action == Acquire && !o.synced.Load() {
 			continue
@@ -271,6 +291,8 @@ func (o *Owner) attempt(s Step, t *ring.Table) {
 		}
 	case Release:
 		ok = o.learn(o.ctx, s.P, s.Claim) == nil
+	case Finalize:
+		ok = o.finalize(s.P, s.Claim)
 	}
 	o.parts[s.P].done(ok, time.Now(), o.cfg.RetryBackoff, seen)
 	if !ok {

@@ -18,6 +18,9 @@ const (
 	// Release: we serve an older claim than the newest one (learned by
 	// gossip): stop, and drop the data unless we are a replica.
 	Release
+	// Finalize: the store held a chosen claim not known to be final at
+	// load, so the claims table lacks it: make it final (not from Plan).
+	Finalize
 )
 
 // Step is one partition's action.

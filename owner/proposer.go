@@ -74,7 +74,10 @@ type Proposer struct {
 	synced   map[string]bool
 	accepts  map[string]bool
 	recorded map[string]bool
-	outcome  Outcome
+	// blocked holds the base replicas that know a chosen claim newer than
+	// the base that is not known to be final: they refuse this attempt.
+	blocked map[string]store.Claim
+	outcome Outcome
 }
 
 // NewProposer starts an attempt by self to succeed base as owner of
@@ -107,6 +110,7 @@ func newProposer(p int, base store.Claim, phase Phase) *Proposer {
 		synced:   map[string]bool{},
 		accepts:  map[string]bool{},
 		recorded: map[string]bool{},
+		blocked:  map[string]store.Claim{},
 	}
 }
 
@@ -143,7 +147,7 @@ func (a *Proposer) Start() []Message {
 
 // OnPromise handles a replica's answer to Prepare.
 func (a *Proposer) OnPromise(from string, r PromiseReply) []Message {
-	if a.phase != Preparing || !slices.Contains(a.base.Replicas, from) || a.newer(r.Meta) {
+	if a.phase != Preparing || !slices.Contains(a.base.Replicas, from) || a.newer(from, r.Meta) {
 		return nil
 	}
 	if !r.OK {
@@ -183,7 +187,7 @@ func (a *Proposer) OnSynced(from string, ok bool) []Message {
 // OnAccepted handles a replica's answer to Accept. Once a majority
 // accepted, the value is chosen and the attempt announces it.
 func (a *Proposer) OnAccepted(from string, r AcceptReply) []Message {
-	if a.phase != Accepting || !slices.Contains(a.base.Replicas, from) || a.newer(r.Meta) {
+	if a.phase != Accepting || !slices.Contains(a.base.Replicas, from) || a.newer(from, r.Meta) {
 		return nil
 	}
 	if !r.OK {
@@ -269,13 +273,34 @@ func (a *Proposer) toBase(mk func() Message) []Message {
 	return out
 }
 
-// newer ends the attempt if m shows a chosen claim newer than the base.
-func (a *Proposer) newer(m store.Meta) bool {
+// newer reports whether m, from replica from, shows a chosen claim newer
+// than the base: the replica refuses the attempt. A final one ends the
+// attempt. One not known to be final ends it only once such refusals leave
+// too few replicas for a majority: while it is not final, it may never
+// become final (a majority of the base's replicas promised a higher ballot
+// before recording it), and a majority that does not know it must then be
+// able to replace it. That is safe: had it become final, a majority of the
+// base's replicas would have recorded it before promising anything above
+// it, and each of them refuses this attempt.
+func (a *Proposer) newer(from string, m store.Meta) bool {
 	if !m.HasChosen || m.Chosen.Epoch <= a.base.Epoch {
 		return false
 	}
 	c := m.Chosen
-	a.finish(Outcome{Newer: &c, NewerFinal: m.Final})
+	if m.Final {
+		a.finish(Outcome{Newer: &c, NewerFinal: true})
+		return true
+	}
+	a.blocked[from] = c
+	n := len(a.base.Replicas)
+	if len(a.blocked) > n-majority(n) {
+		for _, k := range sortedKeys(a.blocked) {
+			if b := a.blocked[k]; b.Epoch > c.Epoch {
+				c = b
+			}
+		}
+		a.finish(Outcome{Newer: &c})
+	}
 	return true
 }
 

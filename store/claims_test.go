@@ -42,7 +42,8 @@ func TestChooseClearsSettledAcceptedProposalOnly(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
 	require.NoError(t, s.Accept(ctx, 0, Claim{Epoch: 5, Owner: "b"}))
-	require.NoError(t, choose(ctx, s, 0, Claim{Epoch: 3, Owner: "a"}))
+	_, err := s.Choose(ctx, 0, Claim{Epoch: 3, Owner: "a"}, true)
+	require.NoError(t, err)
 	m, err := s.Meta(0)
 	require.NoError(t, err)
 	require.Equal(t, Claim{Epoch: 5, Owner: "b"}, m.Accepted, "a proposal above the chosen claim stays")
@@ -69,7 +70,7 @@ func TestPartitionsListsTouchedPartitionsAscending(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, choose(ctx, s, 10, Claim{Owner: "a"}))
 	require.NoError(t, put(ctx, s, 2, 0, "k", "v"))
-	require.NoError(t, s.Drop(ctx, 5)) // untouched: stays absent
+	require.NoError(t, s.Drop(ctx, 5, 0)) // untouched: stays absent
 	ps, err := s.Partitions()
 	require.NoError(t, err)
 	require.Equal(t, []int{2, 10, 300}, ps)
@@ -104,4 +105,25 @@ func TestChooseMarksFinalAndReturnsThePreviousMeta(t *testing.T) {
 	require.Equal(t, c, m.Chosen)
 	audit, _ := s.Audit(0)
 	require.Len(t, audit, 1, "marking final is not a new epoch transition")
+}
+
+func TestChooseKeepsNoRecordThatCannotCountTowardFinality(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	_, err := s.Promise(ctx, 0, 5)
+	require.NoError(t, err)
+	c := Claim{Epoch: 3, Owner: "b", Replicas: []string{"b"}, BaseReplicas: []string{"a"}}
+	prev, err := s.Choose(ctx, 0, c, false)
+	require.NoError(t, err)
+	require.Equal(t, epoch.Epoch(5), prev.Promised)
+	m, _ := s.Meta(0)
+	require.False(t, m.HasChosen, "a ballot above the claim was promised first: the record would not count, it is not kept")
+	audit, _ := s.Audit(0)
+	require.Empty(t, audit)
+
+	_, err = s.Choose(ctx, 0, c, true)
+	require.NoError(t, err)
+	m, _ = s.Meta(0)
+	require.True(t, m.HasChosen && m.Final, "a final claim is recorded whatever the promise")
+	require.Equal(t, c, m.Chosen)
 }

@@ -106,6 +106,11 @@ func (s *Store) Export(p int, after []byte, maxBytes int) (entries []Entry, next
 // like a write at e (it raises the promise to e if lower). A replica is
 // never left half-copied: it has its old copy or the new one. Every entry
 // is a put: a KindData entry with a nil Value stores an empty value.
+//
+// Install also refuses, with an error matching epoch.ErrStale, when the
+// partition holds data written at epoch e or later: the copy, made for the
+// proposal at ballot e before it was chosen, is older than that data (a
+// late or repeated copy must not roll back the writes of e's owner).
 func (s *Store) Install(ctx context.Context, p int, e epoch.Epoch, entries []Entry, pos Position) error {
 	if err := checkPartition(p); err != nil {
 		return err
@@ -115,7 +120,7 @@ func (s *Store) Install(ctx context.Context, p int, e epoch.Epoch, entries []Ent
 			return fmt.Errorf("entry %d: %w", i, err)
 		}
 	}
-	return s.do(ctx, fenced(p, e, func(tx *bolt.Tx, pt *partition) error {
+	install := fenced(p, e, func(tx *bolt.Tx, pt *partition) error {
 		if err := clearData(pt); err != nil {
 			return err
 		}
@@ -134,15 +139,27 @@ func (s *Store) Install(ctx context.Context, p int, e epoch.Epoch, entries []Ent
 		}
 		pt.meta.Position = pos
 		return nil
-	}))
+	})
+	return s.do(ctx, func(tx *bolt.Tx) (outcome, abort error) {
+		pt, err := loadPartition(tx, p)
+		if err != nil {
+			return err, nil
+		}
+		if have := pt.meta.Position; have != (Position{}) && have.Epoch >= e {
+			return fmt.Errorf("%w: partition %d holds data written at epoch %d, a copy for ballot %d is older", epoch.ErrStale, p, have.Epoch, e), nil
+		}
+		return install(tx)
+	})
 }
 
 // Drop deletes p's data and dedup records once this node is no longer one
-// of its replicas. It keeps the meta (promise, claims) and the audit, so the
-// chain of claims can still be followed, but sets the position to zero: a
-// replica without the data must not report a position that a new owner
-// could pick as the most advanced copy. Drop is not fenced.
-func (s *Store) Drop(ctx context.Context, p int) error {
+// of the replicas of the claim at epoch e. It keeps the meta (promise,
+// claims) and the audit, so the chain of claims can still be followed, but
+// sets the position to zero: a replica without the data must not report a
+// position that a new owner could pick as the most advanced copy. Drop is
+// not fenced, but it keeps everything if a ballot above e was promised: a
+// newer proposal reached this replica, and its copy may serve that one.
+func (s *Store) Drop(ctx context.Context, p int, e epoch.Epoch) error {
 	if err := checkPartition(p); err != nil {
 		return err
 	}
@@ -151,7 +168,7 @@ func (s *Store) Drop(ctx context.Context, p int) error {
 		if err != nil {
 			return err, nil
 		}
-		if pt.bucket == nil {
+		if pt.bucket == nil || pt.meta.Promised > e {
 			return nil, nil
 		}
 		pt.meta.Position = Position{}

@@ -98,6 +98,9 @@ func TestStaleTransferOpsAreRejectedAndWriteNothing(t *testing.T) {
 
 	zombie := []Entry{{Kind: KindData, Key: []byte("zombie"), Value: []byte("x")}}
 	require.ErrorIs(t, s.Install(ctx, 0, 3, zombie, Position{Epoch: 9, LSN: 9}), epoch.ErrStale)
+	// A copy for ballot 4 arriving after data was written at epoch 4 (a
+	// late or repeated sync) passes the fence but is older than the data.
+	require.ErrorIs(t, s.Install(ctx, 0, 4, zombie, Position{Epoch: 2, LSN: 1}), epoch.ErrStale)
 
 	after, err := s.Meta(0)
 	require.NoError(t, err)
@@ -117,8 +120,8 @@ func TestDropKeepsMetaAndAuditButNotData(t *testing.T) {
 	require.NoError(t, choose(ctx, s, 2, claim))
 	fill(t, s, 2, 1, 4)
 
-	require.NoError(t, s.Drop(ctx, 2))
-	require.NoError(t, s.Drop(ctx, 99), "dropping an untouched partition is a no-op")
+	require.NoError(t, s.Drop(ctx, 2, 1))
+	require.NoError(t, s.Drop(ctx, 99, 1), "dropping an untouched partition is a no-op")
 	requireAbsent(t, s, 2, "key-001")
 	_, ok, err := s.Response(2, []byte("req-000"))
 	require.NoError(t, err)
@@ -132,4 +135,21 @@ func TestDropKeepsMetaAndAuditButNotData(t *testing.T) {
 	ps, err := s.Partitions()
 	require.NoError(t, err)
 	require.Equal(t, []int{2}, ps)
+}
+
+func TestDropKeepsTheCopyOfANewerProposal(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	fill(t, s, 0, 1, 2)
+	// A proposal at ballot 3 synced this replica after the claim at epoch
+	// 2, which does not name it, was chosen: its copy is not garbage.
+	require.NoError(t, s.Install(ctx, 0, 3, []Entry{{Kind: KindData, Key: []byte("k"), Value: []byte("v")}}, Position{Epoch: 1, LSN: 2}))
+	require.NoError(t, s.Drop(ctx, 0, 2))
+	requireValue(t, s, 0, "k", "v")
+	m, err := s.Meta(0)
+	require.NoError(t, err)
+	require.Equal(t, Position{Epoch: 1, LSN: 2}, m.Position)
+
+	require.NoError(t, s.Drop(ctx, 0, 3))
+	requireAbsent(t, s, 0, "k")
 }
