@@ -86,7 +86,7 @@ func (s *Store) Submit(b *Batch) *Pending {
 		p.finish(err)
 		return p
 	}
-	return s.enqueue(s.applyBatch(b))
+	return s.enqueue(&op{apply: s.applyBatch(b), batch: b, partition: b.Partition})
 }
 
 // Commit submits b and waits for its outcome; see Submit and Pending.Wait.

@@ -20,8 +20,22 @@ func BenchmarkCommit(b *testing.B) {
 	}
 }
 
+// BenchmarkCommitPartitions measures one-write commits with real fsync from
+// 64 callers, each writing its own partition with a dedup record: a group
+// dirties pages of many partitions (meta, data and responses).
+func BenchmarkCommitPartitions(b *testing.B) {
+	benchCommitOver(b, 64, 64)
+}
+
 // benchCommit runs b.N commits spread over callers goroutines.
 func benchCommit(b *testing.B, callers int) {
+	benchCommitOver(b, callers, 8)
+}
+
+// benchCommitOver runs b.N commits spread over callers goroutines, caller w
+// writing partition w % partitions; with more than 8 partitions each batch
+// also stores a dedup record, as the router's do.
+func benchCommitOver(b *testing.B, callers, partitions int) {
 	s, err := Open(Config{Dir: b.TempDir()})
 	if err != nil {
 		b.Fatal(err)
@@ -41,7 +55,11 @@ func benchCommit(b *testing.B, callers int) {
 					return
 				}
 				key := binary.BigEndian.AppendUint64(nil, uint64(i))
-				if err := s.Commit(ctx, &Batch{Partition: w % 8, Writes: []KV{{Key: key, Value: value}}}); err != nil {
+				batch := &Batch{Partition: w % partitions, Writes: []KV{{Key: key, Value: value}}}
+				if partitions > 8 {
+					batch.RequestID, batch.Response = key, value[:16]
+				}
+				if err := s.Commit(ctx, batch); err != nil {
 					b.Error(err)
 					return
 				}

@@ -19,7 +19,7 @@ func (s *Store) Promise(ctx context.Context, p int, e epoch.Epoch) (Meta, error)
 		return Meta{}, err
 	}
 	var result Meta
-	err := s.do(ctx, func(tx *bolt.Tx) (outcome, abort error) {
+	err := s.do(ctx, p, func(tx *bolt.Tx) (outcome, abort error) {
 		pt, err := loadPartition(tx, p)
 		if err != nil {
 			return err, nil
@@ -47,7 +47,7 @@ func (s *Store) Accept(ctx context.Context, p int, c Claim) error {
 	if err := checkClaim(p, c); err != nil {
 		return err
 	}
-	return s.do(ctx, func(tx *bolt.Tx) (outcome, abort error) {
+	return s.do(ctx, p, func(tx *bolt.Tx) (outcome, abort error) {
 		pt, err := loadPartition(tx, p)
 		if err != nil {
 			return err, nil
@@ -78,7 +78,7 @@ func (s *Store) Choose(ctx context.Context, p int, c Claim, final bool) (Meta, e
 		return Meta{}, err
 	}
 	var prev Meta
-	err := s.do(ctx, func(tx *bolt.Tx) (outcome, abort error) {
+	err := s.do(ctx, p, func(tx *bolt.Tx) (outcome, abort error) {
 		pt, err := loadPartition(tx, p)
 		if err != nil {
 			return err, nil

@@ -25,7 +25,7 @@ func (s *Store) SetClusterID(id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: empty cluster ID", ErrInvalid)
 	}
-	return s.do(context.Background(), func(tx *bolt.Tx) (outcome, abort error) {
+	return s.do(context.Background(), noPartition, func(tx *bolt.Tx) (outcome, abort error) {
 		b := tx.Bucket(clusterBucket)
 		switch stored := string(b.Get(clusterIDKey)); stored {
 		case id:

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -18,17 +19,30 @@ const maxGroup = 1024
 // written and must not commit).
 type applyFunc func(tx *bolt.Tx) (outcome, abort error)
 
+// noPartition is op.partition for an operation that changes no meta.
+const noPartition = -1
+
 // op is one queued mutation and the handle its caller waits on.
 type op struct {
+	// apply applies the operation in a bbolt transaction (the slow path);
+	// nil for a flush request.
 	apply applyFunc
+	// batch is set for a data batch, which the committer may log in the WAL
+	// (the fast path) instead of calling apply.
+	batch *Batch
+	// partition is the partition whose meta apply may change, noPartition
+	// if none: the committer re-reads it after the transaction.
+	partition int
+	// flush asks only that the memtable be flushed into the data file.
+	flush bool
 	Pending
 }
 
-// enqueue appends an operation to the queue and wakes the committer. It
-// never blocks on the committer. After Close the operation fails at once
-// with ErrClosed.
-func (s *Store) enqueue(apply applyFunc) *Pending {
-	o := &op{apply: apply, Pending: Pending{done: make(chan struct{})}}
+// enqueue appends o to the queue and wakes the committer. It never blocks
+// on the committer. After Close the operation fails at once with
+// ErrClosed.
+func (s *Store) enqueue(o *op) *Pending {
+	o.Pending = Pending{done: make(chan struct{})}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -46,14 +60,33 @@ func (s *Store) enqueue(apply applyFunc) *Pending {
 
 // run is the committer goroutine: it blocks for the first queued operation,
 // then commits everything queued, group after group, until the queue is
-// empty, and blocks again. It returns when Close closes s.stop.
+// empty, and blocks again. While the memtable holds batches it also wakes
+// s.flushInterval after the first of them to flush it. It returns when
+// Close closes s.stop, after flushing the memtable.
 func (s *Store) run() {
 	defer close(s.exited)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	armed := false
 	for {
+		if !armed && !s.mem.empty() && s.flushInterval > 0 {
+			timer.Reset(s.flushInterval)
+			armed = true
+		}
 		select {
 		case <-s.wake:
+		case <-timer.C:
+			armed = false
+			if s.failure == nil {
+				_ = s.flush()
+			}
+			continue
 		case <-s.stop:
+			timer.Stop()
 			s.failQueued()
+			if s.failure == nil && !s.noFlush {
+				s.closeErr = s.flush()
+			}
 			return
 		}
 		for {
@@ -62,6 +95,13 @@ func (s *Store) run() {
 				break
 			}
 			s.commit(group)
+			if s.failure == nil && s.needsFlush() {
+				_ = s.flush()
+			}
+		}
+		if armed && s.mem.empty() {
+			timer.Stop()
+			armed = false
 		}
 	}
 }
@@ -97,42 +137,107 @@ func (s *Store) failQueued() {
 	}
 }
 
-// commit applies group in one read-write transaction, in order, and then
-// releases every waiter with its outcome. Waiters are released only after
-// the transaction is durable: even a refusal is reported after the commit,
-// because it was decided on state that includes the group's earlier,
-// not yet durable, operations.
+// commit commits group and releases every waiter with its outcome, only
+// once the outcome is durable: even a refusal is reported after the
+// commit, because it was decided on state that includes the group's
+// earlier, not yet durable, operations. A group of data batches (and flush
+// requests) takes the fast path, one WAL record (commitFast); any other
+// group, or any group when the WAL is off, one bbolt transaction
+// (commitSlow).
 func (s *Store) commit(group []*op) {
+	s.txs.Add(1)
 	if s.failure != nil {
 		for _, o := range group {
 			o.finish(s.failure)
 		}
 		return
 	}
+	if s.fastPath && fastOnly(group) {
+		s.commitFast(group)
+		return
+	}
+	s.commitSlow(group)
+}
+
+// fastOnly reports whether group holds only data batches and flush
+// requests.
+func fastOnly(group []*op) bool {
+	for _, o := range group {
+		if o.batch == nil && !o.flush {
+			return false
+		}
+	}
+	return true
+}
+
+// commitSlow applies group in one read-write transaction, after flushing
+// the memtable in the same transaction (so every batch acknowledged before
+// the group applies before it, and one sync covers both), then updates the
+// in-memory metas of the partitions the group touched from the
+// transaction's result.
+func (s *Store) commitSlow(group []*op) {
 	outcomes := make([]error, len(group))
+	flushed := false
+	changed := make(map[int]*metaEntry)
 	err := s.db.Update(func(tx *bolt.Tx) error {
+		if !s.mem.empty() {
+			if err := s.flushInto(tx); err != nil {
+				return err
+			}
+			flushed = true
+		}
 		for i, o := range group {
+			if o.apply == nil {
+				continue
+			}
 			outcome, abort := o.apply(tx)
 			if abort != nil {
 				return abort
 			}
 			outcomes[i] = outcome
 		}
+		for _, o := range group {
+			if o.partition != noPartition {
+				if e, present := readMeta(tx, o.partition); present {
+					changed[o.partition] = &e
+				} else {
+					changed[o.partition] = nil
+				}
+			}
+		}
 		return nil
 	})
-	s.txs.Add(1)
 	if err != nil {
-		// bbolt rolled the transaction back, but its in-memory state after a
-		// failed commit (a half-written file, a failed fsync) cannot be
-		// trusted: refuse every later write rather than build on it.
-		s.failure = fmt.Errorf("%w: %w", ErrFailed, err)
-		s.log.Error("store: transaction failed, refusing further writes",
-			"path", s.path, "ops", len(group), "err", err)
+		s.poison(err, "transaction")
 		for i := range outcomes {
 			outcomes[i] = s.failure
+		}
+	} else {
+		s.memMu.Lock()
+		for p, e := range changed {
+			if e == nil {
+				delete(s.metas, p)
+			} else {
+				s.metas[p] = *e
+			}
+		}
+		s.memMu.Unlock()
+		if flushed {
+			s.flushed()
 		}
 	}
 	for i, o := range group {
 		o.finish(outcomes[i])
 	}
+}
+
+// poison records the first failure: bbolt rolled the transaction back (or
+// the WAL write failed), but the in-memory state after a failed commit (a
+// half-written file, a failed fsync) cannot be trusted: every later write
+// is refused rather than built on it.
+func (s *Store) poison(err error, what string) {
+	if s.failure == nil {
+		s.failure = fmt.Errorf("%w: %w", ErrFailed, err)
+	}
+	s.log.Error("store: "+what+" failed, refusing further writes", "path", s.path, "err", err)
 }

@@ -26,20 +26,53 @@
 // # Goroutines
 //
 // Open starts one goroutine, the committer (committer.go), and Close stops
-// it and waits for it. The committer owns every write to the file: callers
-// append operations to a queue and wake it; it takes everything queued (up
-// to maxGroup operations), applies the whole group in one bbolt read-write
-// transaction in submission order, and releases each caller with its own
-// outcome once the transaction is durable. One fsync thus covers many
+// it and waits for it. The committer owns every write to the files, the
+// memtable and the in-memory metas: callers append operations to a queue
+// and wake it; it takes everything queued (up to maxGroup operations) and
+// commits the whole group in submission order, releasing each caller with
+// its own outcome once the group is durable. One sync thus covers many
 // callers, and a lone caller never waits for a timer (bbolt's DB.Batch adds
-// 10 ms; it is not used). Reads (Get, Meta, Export, ...) run in bbolt read
-// transactions on the caller's goroutine and see only committed state.
+// 10 ms; it is not used). The committer reads its queue (wake), its flush
+// timer and the stop channel.
+//
+// # The write-ahead log
+//
+// A bbolt commit costs two fdatasyncs and a page write per dirtied page, and
+// a group of batches over many partitions dirties several pages per
+// partition. So data batches (Submit, Commit) go through a write-ahead log
+// in front of the file, Dir/wal, as etcd's WAL fronts its bbolt backend:
+//
+//   - fast path (fastpath.go), for a group of data batches only: the
+//     committer decides each batch's fence against the in-memory metas
+//     (every partition's Meta, loaded at Open), logs the accepted batches
+//     as one record ([length][crc32c][payload], wal.go), fdatasyncs once,
+//     applies them to an in-memory memtable (memtable.go) and the metas,
+//     and only then releases the waiters;
+//   - flush (flush.go): the memtable goes into the file in one synced
+//     transaction, writing each touched partition's meta once and the
+//     sequence of the last WAL record applied; the WAL is then reused from
+//     its start. The committer flushes when the WAL or the memtable outgrow
+//     Config.FlushBytes, Config.FlushInterval after the first unflushed
+//     batch, on Export of a partition with unflushed batches, and at Close;
+//   - slow path (committer.go): every other operation (Promise, Accept,
+//     Choose, Install, Drop, SetClusterID, PruneResponses, and any group
+//     mixing them with batches) is one synced bbolt transaction that first
+//     flushes the memtable, so it applies after every batch before it;
+//   - recovery (recover.go): Open replays, in one synced transaction, the
+//     WAL records the file lacks, stopping at the first torn one (a record
+//     is acknowledged only after its fdatasync, so a torn one never was).
+//
+// Reads (Get, Response) look in the memtable first, then in a bbolt read
+// transaction; Meta and Partitions read the in-memory metas; Export and
+// Audit read the file. All of them see every acknowledged write and
+// nothing that is not durable.
 //
 // # Failure
 //
-// If a transaction fails (disk full, I/O error, the MaxSize cap), every
-// operation in it fails and the store is poisoned: every later mutation
-// returns ErrFailed. Reopening the file is the way back; bbolt rolls back
-// the failed transaction, so the reopened file holds only what was
-// acknowledged.
+// If a transaction, a WAL write or sync, or a flush fails (disk full, I/O
+// error, the MaxSize cap), every operation of the group fails and the store
+// is poisoned: every later mutation returns ErrFailed. Reopening the
+// directory is the way back; bbolt rolls back the failed transaction and
+// replay restores the acknowledged batches from the WAL, so the reopened
+// store holds what was acknowledged.
 package store

@@ -15,19 +15,23 @@ import (
 // highest promise made before it (in submission order), and the promise
 // never decreases.
 //
-// Each op is two bytes: an even first byte promises the epoch in the second
-// byte (mod 16), an odd one submits a write at that epoch. Writes are
-// submitted without waiting, so that they share group commits with each
-// other and with the promise queued after them.
+// Each op is two bytes: a first byte of 0xf0 or more waits for the writes
+// submitted so far and reopens the store without flushing, so that the
+// reopened store replays its WAL; otherwise an even first byte promises the
+// epoch in the second byte (mod 16), an odd one submits a write at that
+// epoch. Writes are submitted without waiting, so that they share group
+// commits with each other and with the promise queued after them.
 func FuzzEpochCheck(f *testing.F) {
 	f.Add([]byte{1, 0, 0, 5, 1, 3, 1, 5, 1, 6, 0, 6, 1, 5, 0, 9, 1, 9})
 	f.Add([]byte{0, 2, 0, 2, 0, 1, 1, 1, 1, 2, 1, 3})
+	f.Add([]byte{1, 3, 1, 4, 0xff, 0, 1, 3, 1, 5, 0xf0, 0, 0, 5, 1, 5, 0xff, 0, 1, 4, 1, 6})
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		if len(ops) > 256 {
 			ops = ops[:256]
 		}
 		ctx := context.Background()
-		s := openTest(t)
+		dir := t.TempDir()
+		s := openNoFlush(t, dir)
 		const p = 0
 
 		type write struct {
@@ -49,6 +53,18 @@ func FuzzEpochCheck(f *testing.F) {
 		}
 		for i := 0; i+1 < len(ops); i += 2 {
 			e := epoch.Epoch(ops[i+1] % 16)
+			if ops[i] >= 0xf0 {
+				for _, w := range writes {
+					<-w.pending.Done()
+				}
+				require.NoError(t, s.Close())
+				s = openNoFlush(t, dir)
+				m, err := s.Meta(p)
+				require.NoError(t, err)
+				require.Equal(t, last, m.Position, "the reopened store lost or invented a write")
+				observe(m)
+				continue
+			}
 			if ops[i]%2 == 0 {
 				m, err := s.Promise(ctx, p, e)
 				if e > promised {

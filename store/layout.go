@@ -11,17 +11,22 @@ import (
 //
 //	cluster/               top-level bucket
 //	    id       -> cluster ID
+//	store/                 top-level bucket, the store's own bookkeeping
+//	    wal-applied -> 8-byte big-endian sequence of the last WAL record
+//	                   applied to this file (see recover.go)
 //	p<8-byte big-endian partition>/   one top-level bucket per partition
 //	    meta     -> encodeMeta(Meta)
 //	    data/       key -> value
 //	    responses/  request ID -> encodeResponse(stored at, response)
 //	    audit/      8-byte big-endian sequence -> encodeAudit(AuditRecord)
 //
-// Partition buckets sort by partition number; the cluster bucket's name
-// cannot collide with them (different first byte).
+// Partition buckets sort by partition number; the cluster and store
+// buckets' names cannot collide with them (different first byte).
 var (
 	clusterBucket   = []byte("cluster")
 	clusterIDKey    = []byte("id")
+	storeBucket     = []byte("store")
+	walAppliedKey   = []byte("wal-applied")
 	metaKey         = []byte("meta")
 	dataBucket      = []byte("data")
 	responsesBucket = []byte("responses")

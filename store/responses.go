@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -35,6 +36,20 @@ func (s *Store) Response(p int, requestID []byte) (resp []byte, ok bool, err err
 	if err := checkPartition(p); err != nil {
 		return nil, false, err
 	}
+	if s.closing.Load() {
+		return nil, false, ErrClosed
+	}
+	// The memtable first, then the file (see the Invariant on Store.mem).
+	s.memMu.RLock()
+	record, found := s.mem.response(p, requestID)
+	s.memMu.RUnlock()
+	if found {
+		_, r, err := decodeResponse(record)
+		if err != nil {
+			return nil, false, fmt.Errorf("partition %d request %x: %w", p, requestID, err)
+		}
+		return bytes.Clone(r), true, nil
+	}
 	err = s.view(func(tx *bolt.Tx) error {
 		pt, err := loadPartition(tx, p)
 		if err != nil {
@@ -67,7 +82,7 @@ func (s *Store) Response(p int, requestID []byte) (resp []byte, ok bool, err err
 // window.
 func (s *Store) PruneResponses(ctx context.Context, olderThan time.Time) (int, error) {
 	var pruned int
-	err := s.do(ctx, func(tx *bolt.Tx) (outcome, abort error) {
+	err := s.do(ctx, noPartition, func(tx *bolt.Tx) (outcome, abort error) {
 		cutoff := olderThan.UnixNano()
 		// Collect first, modify after: deleting under a cursor can make it
 		// skip keys.

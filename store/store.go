@@ -17,8 +17,9 @@ import (
 // fileName is the data file's name inside Config.Dir.
 const fileName = "singlewriter.db"
 
-// Store is a node's local bbolt file. Its methods are safe for concurrent
-// use. See the package comment for the goroutine that owns its writes.
+// Store is a node's local bbolt file fronted by a write-ahead log. Its
+// methods are safe for concurrent use. See the package comment for the
+// goroutine that owns its writes.
 type Store struct {
 	db   *bolt.DB
 	path string
@@ -27,8 +28,50 @@ type Store struct {
 	// committer. Tests replace it before the first operation.
 	now func() time.Time
 
-	// txs counts the read-write transactions the committer has run.
+	// wal is the write-ahead log; owned by the committer (Close closes it
+	// once the committer has exited).
+	wal *wal
+	// walSeq is the sequence of the last record appended to the WAL (or
+	// applied to the file, if later). Owned by the committer.
+	walSeq uint64
+	// fastPath is false when data batches must go through bbolt
+	// transactions (Config.MaxSize is set).
+	fastPath bool
+	// flushInterval (0: never), flushBytes and noFlush are the flush
+	// triggers, fixed at Open.
+	flushInterval time.Duration
+	flushBytes    int
+	noFlush       bool
+
+	// txs counts the groups the committer has committed (one WAL record or
+	// one bbolt transaction each).
 	txs atomic.Uint64
+	// flushes counts the flush transactions (not the slow operations'
+	// transactions that flush on the way).
+	flushes atomic.Uint64
+
+	// memMu guards mem and metas. The committer is their only writer (and
+	// reads them without the lock); readers take the read lock.
+	memMu sync.RWMutex
+	// mem holds the batches acknowledged through the WAL and not yet
+	// flushed. It is replaced, not cleared, by a flush.
+	// Invariant: mem is emptied only after the transaction that flushed it
+	// is durable, so a reader that misses in mem and then opens a read
+	// transaction finds in the file every acknowledged write mem lacks.
+	mem *memtable
+	// metas is every partition's meta: the one in the file with every WAL
+	// record not yet flushed applied on top.
+	// Invariant: metas has an entry for exactly the partitions that have a
+	// meta (in the file or in mem); it reflects every acknowledged
+	// operation and nothing that is not durable (it is updated after the
+	// WAL sync or the transaction's commit, before the waiters are
+	// released); the fast path decides fences against it, and a slow
+	// operation's transaction finds the same metas in the file because it
+	// flushes mem first.
+	metas map[int]metaEntry
+	// closing is set when Close starts; reads check it first, because mem
+	// and metas outlive the file.
+	closing atomic.Bool
 
 	// wake (capacity 1) tells the committer that the queue is not empty.
 	wake chan struct{}
@@ -49,7 +92,9 @@ type Store struct {
 	failure error
 
 	closeOnce sync.Once
-	closeErr  error
+	// closeErr is Close's result; the committer sets it to its last
+	// flush's error before it exits.
+	closeErr error
 }
 
 // Open opens (or creates) the data file in cfg.Dir and starts the committer.
@@ -80,7 +125,10 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(clusterBucket)
+		if _, err := tx.CreateBucketIfNotExists(clusterBucket); err != nil {
+			return err
+		}
+		_, err := tx.CreateBucketIfNotExists(storeBucket)
 		return err
 	})
 	if err != nil {
@@ -88,51 +136,76 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("store: initialize %s: %w", path, err)
 	}
 	s := &Store{
-		db:     db,
-		path:   path,
-		log:    cfg.Logger,
-		now:    time.Now,
-		wake:   make(chan struct{}, 1),
-		stop:   make(chan struct{}),
-		exited: make(chan struct{}),
+		db:            db,
+		path:          path,
+		log:           cfg.Logger,
+		now:           time.Now,
+		fastPath:      cfg.MaxSize == 0,
+		flushInterval: cfg.FlushInterval,
+		flushBytes:    cfg.FlushBytes,
+		noFlush:       cfg.noFlush,
+		mem:           newMemtable(),
+		wake:          make(chan struct{}, 1),
+		stop:          make(chan struct{}),
+		exited:        make(chan struct{}),
+	}
+	if s.noFlush {
+		s.flushInterval = 0
+	}
+	replayed, err := s.replayWAL(cfg)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
 	}
 	go s.run()
-	s.log.Info("store: opened", "path", path, "nosync", cfg.NoSync)
+	s.log.Info("store: opened", "path", path, "nosync", cfg.NoSync, "wal_replayed", replayed)
 	return s, nil
 }
 
 // Close stops the committer, waits for the group it is committing, fails
-// every operation still queued (and every later one) with ErrClosed, and
-// closes the file. It is idempotent: later calls return the first call's
-// result.
+// every operation still queued (and every later one) with ErrClosed,
+// flushes the memtable into the data file (unless the store is poisoned:
+// the WAL keeps the batches for the next Open), and closes the files. It
+// is idempotent: later calls return the first call's result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.closing.Store(true)
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
 		close(s.stop)
-		<-s.exited
+		<-s.exited // the committer stored its flush's error in closeErr
+		if err := s.wal.close(); err != nil {
+			s.closeErr = errors.Join(s.closeErr, err)
+		}
 		if err := s.db.Close(); err != nil {
-			s.closeErr = fmt.Errorf("store: close %s: %w", s.path, err)
+			s.closeErr = errors.Join(s.closeErr, fmt.Errorf("store: close %s: %w", s.path, err))
 		}
 	})
 	return s.closeErr
 }
 
-// view runs fn in a read transaction, reporting a closed file as ErrClosed.
+// do queues apply, which may change partition p's meta (noPartition: none),
+// for the committer and waits for its outcome. ctx is checked before the
+// op is queued, not after: apply writes results into its caller's
+// variables, so the caller must not return (and read them) while the
+// committer may still run it. The committer finishes every op, or fails it
+// at Close, so the wait is bounded.
+func (s *Store) do(ctx context.Context, p int, apply applyFunc) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.enqueue(&op{apply: apply, partition: p}).Wait(context.Background())
+}
+
+// view runs fn in a read transaction, reporting a closed store as ErrClosed.
 func (s *Store) view(fn func(tx *bolt.Tx) error) error {
+	if s.closing.Load() {
+		return ErrClosed
+	}
 	err := s.db.View(fn)
 	if errors.Is(err, bolt.ErrDatabaseNotOpen) {
 		return ErrClosed
 	}
 	return err
-}
-
-// do queues apply for the committer and waits for its outcome; ctx only
-// stops the waiting.
-func (s *Store) do(ctx context.Context, apply applyFunc) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return s.enqueue(apply).Wait(ctx)
 }

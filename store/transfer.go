@@ -49,13 +49,17 @@ type Entry struct {
 // the next page; next is nil when the partition is exhausted. Export is
 // stateless: each page is read in its own transaction, so the caller
 // freezes the partition (a promise refuses its owner's writes) for a
-// consistent copy.
+// consistent copy. If the memtable holds batches of p, Export first has
+// the committer flush it (a synced transaction), then reads the file.
 func (s *Store) Export(p int, after []byte, maxBytes int) (entries []Entry, next []byte, err error) {
 	if err := checkPartition(p); err != nil {
 		return nil, nil, err
 	}
 	if maxBytes <= 0 {
 		return nil, nil, fmt.Errorf("%w: maxBytes %d", ErrInvalid, maxBytes)
+	}
+	if err := s.flushPartition(p); err != nil {
+		return nil, nil, err
 	}
 	startKind, startKey := KindData, []byte(nil)
 	if after != nil {
@@ -140,7 +144,7 @@ func (s *Store) Install(ctx context.Context, p int, e epoch.Epoch, entries []Ent
 		pt.meta.Position = pos
 		return nil
 	})
-	return s.do(ctx, func(tx *bolt.Tx) (outcome, abort error) {
+	return s.do(ctx, p, func(tx *bolt.Tx) (outcome, abort error) {
 		pt, err := loadPartition(tx, p)
 		if err != nil {
 			return err, nil
@@ -163,7 +167,7 @@ func (s *Store) Drop(ctx context.Context, p int, e epoch.Epoch) error {
 	if err := checkPartition(p); err != nil {
 		return err
 	}
-	return s.do(ctx, func(tx *bolt.Tx) (outcome, abort error) {
+	return s.do(ctx, p, func(tx *bolt.Tx) (outcome, abort error) {
 		pt, err := loadPartition(tx, p)
 		if err != nil {
 			return err, nil
@@ -223,4 +227,19 @@ func checkEntry(en Entry) error {
 		return fmt.Errorf("%w: dedup record of %d bytes", ErrInvalid, len(en.Value))
 	}
 	return checkValue(len(en.Value))
+}
+
+// flushPartition has the committer flush the memtable if it holds batches
+// of partition p, and waits for it.
+func (s *Store) flushPartition(p int) error {
+	if s.closing.Load() {
+		return ErrClosed
+	}
+	s.memMu.RLock()
+	pending := s.mem.has(p)
+	s.memMu.RUnlock()
+	if !pending {
+		return nil
+	}
+	return s.enqueue(&op{flush: true, partition: noPartition}).Wait(context.Background())
 }

@@ -1,0 +1,401 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/singlewriter/singlewriter/epoch"
+	"github.com/stretchr/testify/require"
+)
+
+// openNoFlush opens a store in dir whose memtable is flushed only by slow
+// operations and Export: never by size, timer or Close, so that closing it
+// leaves acknowledged batches only in the WAL, as a crash would.
+func openNoFlush(t testing.TB, dir string) *Store {
+	t.Helper()
+	s, err := Open(Config{Dir: dir, NoSync: true, noFlush: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// crashImage copies the store's files from dir into a new directory while
+// the store may still be open, as a crash would leave them, and returns it.
+func crashImage(t testing.TB, dir string) string {
+	t.Helper()
+	dst := t.TempDir()
+	for _, name := range []string{fileName, walFileName} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dst, name), b, 0o600))
+	}
+	return dst
+}
+
+// requireResponse asserts that requestID's stored response in p is resp.
+func requireResponse(t testing.TB, s *Store, p int, requestID, resp string) {
+	t.Helper()
+	got, ok, err := s.Response(p, []byte(requestID))
+	require.NoError(t, err)
+	require.True(t, ok, "no response for %q", requestID)
+	require.Equal(t, resp, string(got))
+}
+
+// commitN commits n batches, one at a time (one WAL record each), to
+// partition p at epoch e: key k<i> = v<i> with request r<i>.
+func commitN(t testing.TB, s *Store, p int, e epoch.Epoch, n int) {
+	t.Helper()
+	for i := range n {
+		require.NoError(t, s.Commit(context.Background(), &Batch{Partition: p, Epoch: e,
+			Writes:    []KV{{Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i)}},
+			RequestID: fmt.Appendf(nil, "r%d", i), Response: fmt.Appendf(nil, "resp%d", i)}))
+	}
+}
+
+func TestAcknowledgedBatchesSurviveCrashBeforeFlush(t *testing.T) {
+	dir := t.TempDir()
+	s := openNoFlush(t, dir)
+	at := time.Unix(1234, 5678)
+	s.now = func() time.Time { return at }
+	commitN(t, s, 3, 2, 5)
+	require.NoError(t, put(context.Background(), s, 4, 1, "other", "x"))
+	require.False(t, s.mem.empty(), "the batches are only in the WAL and the memtable")
+	want, err := s.Meta(3)
+	require.NoError(t, err)
+
+	for name, reopenDir := range map[string]func() string{
+		"crash image taken while open": func() string { return crashImage(t, dir) },
+		"close without flush":          func() string { require.NoError(t, s.Close()); return dir },
+	} {
+		r := openDir(t, reopenDir())
+		for i := range 5 {
+			requireValue(t, r, 3, fmt.Sprint("k", i), fmt.Sprint("v", i))
+			requireResponse(t, r, 3, fmt.Sprint("r", i), fmt.Sprint("resp", i))
+		}
+		requireValue(t, r, 4, "other", "x")
+		got, err := r.Meta(3)
+		require.NoError(t, err, name)
+		require.Equal(t, want, got, name)
+		require.Equal(t, Meta{Promised: 2, Position: Position{Epoch: 2, LSN: 5}}, got, name)
+		entries, _ := exportAll(t, r, 3, 1<<20)
+		require.Len(t, entries, 10, name)
+		_, stored, err := decodeResponse(entries[5].Value)
+		require.NoError(t, err)
+		require.Equal(t, "resp0", string(stored))
+		storedAt, _, _ := decodeResponse(entries[5].Value)
+		require.True(t, at.Equal(storedAt), "%s: the dedup record keeps its timestamp", name)
+		ps, err := r.Partitions()
+		require.NoError(t, err)
+		require.Equal(t, []int{3, 4}, ps, name)
+		require.NoError(t, r.Close())
+	}
+}
+
+// walTornTail commits three batches, each its own WAL record, closes the
+// store without flushing, damages the last record with damage, and
+// reopens.
+func walTornTail(t *testing.T, damage func(path string, last, end int64)) *Store {
+	dir := t.TempDir()
+	s := openNoFlush(t, dir)
+	commitN(t, s, 0, 1, 2)
+	last := s.wal.off
+	commitN(t, s, 1, 1, 1)
+	end := s.wal.off
+	require.NoError(t, s.Close())
+	damage(filepath.Join(dir, walFileName), last, end)
+	return openNoFlush(t, dir)
+}
+
+func TestTornWALTailIsIgnoredOnReplayAndEarlierRecordsSurvive(t *testing.T) {
+	for name, damage := range map[string]func(path string, last, end int64){
+		"truncated mid-record": func(path string, last, end int64) {
+			require.NoError(t, os.Truncate(path, last+walHeader+3))
+		},
+		"flipped byte": func(path string, last, end int64) {
+			f, err := os.OpenFile(path, os.O_RDWR, 0)
+			require.NoError(t, err)
+			defer f.Close()
+			b := make([]byte, 1)
+			_, err = f.ReadAt(b, end-2)
+			require.NoError(t, err)
+			b[0] ^= 0x40
+			_, err = f.WriteAt(b, end-2)
+			require.NoError(t, err)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := walTornTail(t, damage)
+			requireValue(t, s, 0, "k0", "v0")
+			requireValue(t, s, 0, "k1", "v1")
+			requireAbsent(t, s, 1, "k0")
+			m, err := s.Meta(1)
+			require.NoError(t, err)
+			require.Equal(t, Meta{}, m, "the torn batch left nothing")
+			ps, err := s.Partitions()
+			require.NoError(t, err)
+			require.Equal(t, []int{0}, ps)
+
+			// The log continues after the torn record; a reopen replays
+			// the new record and not the stale bytes after it.
+			commitN(t, s, 1, 1, 1)
+			dir := filepath.Dir(s.wal.path)
+			require.NoError(t, s.Close())
+			s = openNoFlush(t, dir)
+			requireValue(t, s, 1, "k0", "v0")
+			m, err = s.Meta(1)
+			require.NoError(t, err)
+			require.Equal(t, Position{Epoch: 1, LSN: 1}, m.Position)
+		})
+	}
+}
+
+func TestWALReplayIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openNoFlush(t, dir)
+	commitN(t, s, 0, 1, 3)
+	require.NoError(t, s.Close())
+
+	s = openNoFlush(t, dir) // replays records 1-3
+	requireValue(t, s, 0, "k2", "v2")
+	// Dropping the data after the replay: a second replay of the same
+	// records would bring it back.
+	require.NoError(t, s.Drop(ctx, 0, 1))
+	require.NoError(t, s.Close())
+
+	for range 2 {
+		s = openNoFlush(t, dir)
+		requireAbsent(t, s, 0, "k2")
+		m, err := s.Meta(0)
+		require.NoError(t, err)
+		require.Equal(t, Meta{Promised: 1}, m)
+		require.NoError(t, s.Close())
+	}
+}
+
+func TestReplayTwiceOfTheSameImageGivesTheSameState(t *testing.T) {
+	dir := t.TempDir()
+	s := openNoFlush(t, dir)
+	commitN(t, s, 0, 1, 4)
+	image := crashImage(t, dir)
+	for range 2 {
+		r := openNoFlush(t, image)
+		requireValue(t, r, 0, "k3", "v3")
+		m, err := r.Meta(0)
+		require.NoError(t, err)
+		require.Equal(t, Position{Epoch: 1, LSN: 4}, m.Position)
+		require.NoError(t, r.Close())
+	}
+}
+
+func TestPromiseAfterFastPathBatchesKeepsOrder(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openNoFlush(t, dir)
+	var before []*Pending
+	for i := range 10 {
+		before = append(before, s.Submit(&Batch{Partition: 0, Epoch: 4,
+			Writes: []KV{{Key: fmt.Appendf(nil, "k%d", i), Value: []byte("v")}}}))
+	}
+	m, err := s.Promise(ctx, 0, 5)
+	require.NoError(t, err)
+	require.Equal(t, Meta{Promised: 5, Position: Position{Epoch: 4, LSN: 10}}, m,
+		"the promise is decided after every batch submitted before it")
+	for _, p := range before {
+		require.NoError(t, p.Wait(ctx))
+	}
+	require.ErrorIs(t, put(ctx, s, 0, 4, "late", "zombie"), epoch.ErrStale)
+	require.NoError(t, put(ctx, s, 0, 5, "new", "owner"))
+
+	check := func(s *Store) {
+		for i := range 10 {
+			requireValue(t, s, 0, fmt.Sprint("k", i), "v")
+		}
+		requireAbsent(t, s, 0, "late")
+		requireValue(t, s, 0, "new", "owner")
+		m, err := s.Meta(0)
+		require.NoError(t, err)
+		require.Equal(t, Meta{Promised: 5, Position: Position{Epoch: 5, LSN: 11}}, m)
+	}
+	check(s)
+	check(openNoFlush(t, crashImage(t, dir)))
+	require.NoError(t, s.Close())
+	check(openNoFlush(t, dir))
+}
+
+func TestReadsSeeTheMemtableBeforeAndAfterFlush(t *testing.T) {
+	ctx := context.Background()
+	s := openNoFlush(t, t.TempDir())
+	// In the file: k=old, gone=x, r1.
+	require.NoError(t, s.Commit(ctx, &Batch{Partition: 2, Epoch: 1, RequestID: []byte("r1"), Response: []byte("one"),
+		Writes: []KV{{Key: []byte("k"), Value: []byte("old")}, {Key: []byte("gone"), Value: []byte("x")}}}))
+	_, err := s.Promise(ctx, 9, 1) // a slow op: flushes
+	require.NoError(t, err)
+	require.True(t, s.mem.empty())
+	// In the memtable: k=new, gone deleted, empty="" and r2.
+	require.NoError(t, s.Commit(ctx, &Batch{Partition: 2, Epoch: 1, RequestID: []byte("r2"), Response: []byte("two"),
+		Writes: []KV{{Key: []byte("k"), Value: []byte("new")}, {Key: []byte("gone")}, {Key: []byte("empty"), Value: []byte{}}}}))
+	require.False(t, s.mem.empty())
+
+	check := func(stage string) {
+		requireValue(t, s, 2, "k", "new")
+		requireAbsent(t, s, 2, "gone")
+		v, ok, err := s.Get(2, []byte("empty"))
+		require.NoError(t, err)
+		require.True(t, ok, stage)
+		require.NotNil(t, v, stage)
+		require.Empty(t, v, stage)
+		requireResponse(t, s, 2, "r1", "one")
+		requireResponse(t, s, 2, "r2", "two")
+		m, err := s.Meta(2)
+		require.NoError(t, err)
+		require.Equal(t, Meta{Promised: 1, Position: Position{Epoch: 1, LSN: 2}}, m, stage)
+		ps, err := s.Partitions()
+		require.NoError(t, err)
+		require.Equal(t, []int{2, 9}, ps, stage)
+	}
+	check("before flush")
+	flushes := s.flushes.Load()
+	require.NoError(t, s.enqueue(&op{flush: true, partition: noPartition}).Wait(ctx))
+	require.Equal(t, flushes+1, s.flushes.Load())
+	require.True(t, s.mem.empty())
+	check("after flush")
+}
+
+func TestExportAfterFastPathBatchesIncludesThem(t *testing.T) {
+	s := openNoFlush(t, t.TempDir())
+	fill(t, s, 5, 1, 9)
+	require.True(t, s.mem.has(5))
+	entries, _ := exportAll(t, s, 5, 1<<20)
+	require.Len(t, entries, 9+3)
+	require.Equal(t, "key-008", string(entries[8].Key))
+	require.Equal(t, KindResponse, entries[9].Kind)
+	require.True(t, s.mem.empty(), "Export flushed the memtable")
+}
+
+func TestFlushTriggersBySizeAndByTimer(t *testing.T) {
+	ctx := context.Background()
+	t.Run("size", func(t *testing.T) {
+		s, err := Open(Config{Dir: t.TempDir(), NoSync: true, FlushBytes: 1000, FlushInterval: time.Hour})
+		require.NoError(t, err)
+		defer s.Close()
+		for i := range 50 {
+			require.NoError(t, put(ctx, s, i%3, 0, fmt.Sprint("key", i), "some value of a few bytes"))
+		}
+		require.Greater(t, s.flushes.Load(), uint64(1))
+		require.Less(t, s.wal.off, int64(1000)+200, "the WAL is reset by each flush")
+		for i := range 50 {
+			requireValue(t, s, i%3, fmt.Sprint("key", i), "some value of a few bytes")
+		}
+	})
+	t.Run("timer", func(t *testing.T) {
+		s, err := Open(Config{Dir: t.TempDir(), NoSync: true, FlushInterval: time.Millisecond})
+		require.NoError(t, err)
+		defer s.Close()
+		require.NoError(t, put(ctx, s, 0, 0, "k", "v"))
+		require.Eventually(t, func() bool { return s.flushes.Load() > 0 }, 5*time.Second, time.Millisecond)
+		requireValue(t, s, 0, "k", "v")
+	})
+}
+
+func TestFailedWALWritePoisonsStoreAndLosesNothingAcknowledged(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openNoFlush(t, dir)
+	require.NoError(t, put(ctx, s, 0, 1, "k", "v"))
+	require.NoError(t, s.wal.f.Close()) // every later write to the log fails
+
+	err := put(ctx, s, 0, 1, "k2", "v2")
+	require.ErrorIs(t, err, ErrFailed)
+	require.ErrorIs(t, put(ctx, s, 0, 1, "k3", "v3"), ErrFailed, "a poisoned store refuses every write")
+	_, err = s.Promise(ctx, 0, 2)
+	require.ErrorIs(t, err, ErrFailed)
+	requireValue(t, s, 0, "k", "v") // reads still work
+	requireAbsent(t, s, 0, "k2")
+	_ = s.Close()
+
+	s = openDir(t, dir)
+	requireValue(t, s, 0, "k", "v")
+	requireAbsent(t, s, 0, "k2")
+	m, err := s.Meta(0)
+	require.NoError(t, err)
+	require.Equal(t, Meta{Promised: 1, Position: Position{Epoch: 1, LSN: 1}}, m)
+}
+
+func TestConcurrentReadsDuringFlushesNeverMissAcknowledgedWrites(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(Config{Dir: t.TempDir(), NoSync: true, FlushBytes: 2000})
+	require.NoError(t, err)
+	defer s.Close()
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 200 {
+				key := fmt.Sprintf("w%d-%d", w, i)
+				if err := put(ctx, s, w, 0, key, key); err != nil {
+					t.Error(err)
+					return
+				}
+				v, ok, err := s.Get(w, []byte(key))
+				if err != nil || !ok || string(v) != key {
+					t.Errorf("acknowledged %s read back as %q %v %v", key, v, ok, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Greater(t, s.flushes.Load(), uint64(0))
+}
+
+func TestScanWALStopsAtStaleFramesOfEarlierRounds(t *testing.T) {
+	rec := func(seq uint64) []byte {
+		return frame(encodeGroup(walGroup{seq: seq, batches: []walBatch{{partition: 1, epoch: 1, lsn: seq,
+			writes: []KV{{Key: []byte("k"), Value: []byte("v")}}}}}))
+	}
+	var log []byte
+	log = append(log, rec(8)...)
+	log = append(log, rec(9)...)
+	log = append(log, rec(5)...) // a stale frame of an earlier round
+	log = append(log, rec(6)...)
+	groups, end, err := scanWAL(log, 7)
+	require.NoError(t, err)
+	require.Len(t, groups, 2)
+	require.Equal(t, uint64(9), groups[1].seq)
+	require.Equal(t, 2*len(rec(8)), end)
+
+	groups, _, err = scanWAL(log, 8)
+	require.NoError(t, err)
+	require.Len(t, groups, 1, "records up to applied are skipped")
+
+	_, _, err = scanWAL(log, 3)
+	require.ErrorIs(t, err, ErrCorrupt, "a gap after the applied sequence cannot come from a crash")
+}
+
+// FuzzScanWAL feeds arbitrary bytes to the WAL scanner: it must never
+// panic, and what it returns must re-encode to frames it accepts again.
+func FuzzScanWAL(f *testing.F) {
+	f.Add(frame(encodeGroup(walGroup{seq: 1, batches: []walBatch{{partition: 2, epoch: 3, lsn: 4,
+		writes: []KV{{Key: []byte("k"), Value: []byte("v")}, {Key: []byte("d")}}, requestID: []byte("r"), record: make([]byte, 9)}}})))
+	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 0, 7})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		groups, end, err := scanWAL(data, 0)
+		if err != nil {
+			require.ErrorIs(t, err, ErrCorrupt)
+			return
+		}
+		require.LessOrEqual(t, end, len(data))
+		var again []byte
+		for _, g := range groups {
+			again = append(again, frame(encodeGroup(g))...)
+		}
+		regrouped, _, err := scanWAL(again, 0)
+		require.NoError(t, err)
+		require.Equal(t, groups, regrouped)
+	})
+}
