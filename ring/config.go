@@ -79,6 +79,13 @@ type Config struct {
 	// sooner at the cost of bandwidth.
 	PushPullInterval time.Duration
 
+	// Transport carries gossip packets and streams. Nil means memberlist's
+	// own network transport bound on BindAddr:BindPort. A transport given
+	// here is already bound (BindAddr and BindPort are then only reported in
+	// errors); GossipAddr reports the address it advertises. Tests use it to
+	// cut, delay and drop gossip.
+	Transport memberlist.NodeAwareTransport
+
 	// Logger receives the ring's logs and, at Debug, memberlist's. Nil
 	// discards them.
 	Logger *slog.Logger
@@ -161,6 +168,9 @@ func (cfg Config) memberlistConfig(h *hooks) *memberlist.Config {
 		mc.PushPullInterval = cfg.PushPullInterval
 	}
 	mc.SecretKey = cfg.SecretKey
+	if cfg.Transport != nil {
+		mc.Transport = cfg.Transport
+	}
 	mc.DeadNodeReclaimTime = deadNodeReclaimTime
 	mc.Delegate = h
 	mc.Events = h

@@ -41,7 +41,7 @@ type Ring struct {
 
 	kick chan struct{}  // signalled by hooks, read by the table goroutine
 	done chan struct{}  // closed by Close: stops the table goroutine and Join
-	wg   sync.WaitGroup // the table goroutine
+	wg   sync.WaitGroup // the table and reconnect goroutines
 
 	// table is the published table. Invariant: never nil, and each published
 	// table's Version is one more than the previous one's.
@@ -120,6 +120,7 @@ func (r *Ring) Join(ctx context.Context) error {
 		n, err := r.ml.Join(r.cfg.Seeds)
 		if n > 0 {
 			r.logger.Debug("ring: joined", "node", r.cfg.Name, "seeds_reached", n)
+			r.startReconnect()
 			return nil
 		}
 		// A refusal recorded during this attempt is almost surely this
@@ -142,6 +143,18 @@ func (r *Ring) Join(ctx context.Context) error {
 		}
 		backoff = min(2*backoff, joinBackoffMax)
 	}
+}
+
+// startReconnect starts the reconnect goroutine unless the ring is
+// closed.
+func (r *Ring) startReconnect() {
+	r.lifeMu.Lock()
+	defer r.lifeMu.Unlock()
+	if r.closed {
+		return
+	}
+	r.wg.Add(1)
+	go r.reconnect()
 }
 
 // Table returns the current table; it is never nil and must not be modified.

@@ -58,6 +58,10 @@ type Config struct {
 	// PushPullInterval is the period of full gossip state exchanges. Zero
 	// keeps the preset's (30s); tests shorten it.
 	PushPullInterval time.Duration
+	// Network provides the node's sockets: its RPC listener, its RPC dials
+	// and its gossip transport. Nil means the operating system's. Tests set
+	// it to cut, delay and drop links.
+	Network Network
 	// Logger receives the node's events. Nil discards them.
 	Logger *slog.Logger
 }

@@ -39,6 +39,8 @@ func newExecutor(n *Node) *executor {
 // an epoch (the promise only grows) while a failed transaction poisons the
 // store, so a commit that succeeds implies every commit it read from
 // succeeded: no reply ever leaves with state that was not made durable.
+// That holds within one epoch only: a call of a later claim never reads a
+// pending write of an earlier one (see state).
 type partExec struct {
 	p int
 	// mu guards the maps below.
@@ -46,13 +48,17 @@ type partExec struct {
 	// queues holds each busy key's waiting jobs; a key is present while its
 	// worker runs.
 	queues map[string][]*job
-	// overlay holds each key's newest value not yet committed.
+	// overlay holds each key's newest value not yet committed, with the
+	// epoch it commits at.
 	overlay map[string]*pendingWrite
 	// responses holds responses not yet committed, by request ID.
 	responses map[string]*pendingResponse
 }
 
-type pendingWrite struct{ value []byte }
+type pendingWrite struct {
+	value []byte
+	epoch epoch.Epoch
+}
 
 type pendingResponse struct {
 	body []byte
@@ -146,7 +152,7 @@ func (pe *partExec) run(n *Node, j *job) {
 		j.done <- committed(body, err)
 		return
 	}
-	st, err := pe.state(n, j.req.Key)
+	st, err := pe.state(n, j.req.Key, lease.Epoch)
 	if err != nil {
 		lease.Release()
 		j.done <- committed(nil, err)
@@ -171,7 +177,7 @@ func (pe *partExec) submit(n *Node, j *job, lease owner.Lease, st *State, body [
 	pe.mu.Lock()
 	if st.changed {
 		b.Writes = []store.KV{{Key: j.req.Key, Value: st.value}}
-		w = &pendingWrite{value: st.value}
+		w = &pendingWrite{value: st.value, epoch: lease.Epoch}
 		pe.overlay[key] = w
 	}
 	pe.responses[id] = pr
@@ -197,13 +203,21 @@ func (pe *partExec) submit(n *Node, j *job, lease owner.Lease, st *State, body [
 	}()
 }
 
-// state returns key's value as the next call must see it: the newest
-// pending write, else the stored value.
-func (pe *partExec) state(n *Node, key []byte) (*State, error) {
+// state returns key's value as the next call, at epoch e, must see it: the
+// newest pending write of the same epoch, else the stored value.
+//
+// A pending write of an earlier epoch is ignored: it will be refused. The
+// dangerous interleaving: a handler at epoch 1 computes its write and
+// pauses; the partition moves to another node (epoch 2), which writes the
+// key, and comes back (epoch 3). Serving epoch 3 means the store promised
+// 3, so the paused commit at epoch 1 is fenced when it is submitted; a call
+// at epoch 3 that read it from the overlay would both resurrect the fenced
+// write and hide epoch 2's acknowledged one.
+func (pe *partExec) state(n *Node, key []byte, e epoch.Epoch) (*State, error) {
 	pe.mu.Lock()
 	w := pe.overlay[string(key)]
 	pe.mu.Unlock()
-	if w != nil {
+	if w != nil && w.epoch == e {
 		return &State{old: w.value, found: w.value != nil}, nil
 	}
 	v, ok, err := n.store.Get(pe.p, key)

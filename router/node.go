@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/memberlist"
+
 	"github.com/singlewriter/singlewriter/internal/rpc"
 	"github.com/singlewriter/singlewriter/owner"
 	"github.com/singlewriter/singlewriter/ring"
@@ -108,11 +110,15 @@ func (n *Node) Start(ctx context.Context) error {
 		}
 		return nil
 	}
-	ln, err := net.Listen("tcp", n.cfg.RPCAddr)
+	ln, err := n.listen(ctx)
 	if err != nil {
 		return n.failStart(fmt.Errorf("router: listen on %s: %w", n.cfg.RPCAddr, err))
 	}
-	n.client = rpc.NewClient(rpc.ClientConfig{Hello: hello, Accept: checkHello, Logger: n.cfg.Logger})
+	ccfg := rpc.ClientConfig{Hello: hello, Accept: checkHello, Logger: n.cfg.Logger}
+	if n.cfg.Network != nil {
+		ccfg.Dial = n.cfg.Network.Dial
+	}
+	n.client = rpc.NewClient(ccfg)
 	n.server, err = rpc.Serve(rpc.ServerConfig{
 		Listener: ln, Handler: n.serve, Hello: hello, Accept: checkHello,
 		MaxFrame: n.cfg.MaxPayload + 64<<10, Logger: n.cfg.Logger,
@@ -126,14 +132,23 @@ func (n *Node) Start(ctx context.Context) error {
 	if err != nil {
 		return n.failStart(fmt.Errorf("router: Config.GossipAddr port %q: %w", portStr, err))
 	}
+	var gossip memberlist.NodeAwareTransport
+	if n.cfg.Network != nil {
+		if gossip, err = n.cfg.Network.Gossip(host, port); err != nil {
+			return n.failStart(fmt.Errorf("router: gossip transport on %s: %w", n.cfg.GossipAddr, err))
+		}
+	}
 	n.ring, err = ring.New(ring.Config{
-		Name: n.cfg.Name, BindAddr: host, BindPort: port,
+		Name: n.cfg.Name, BindAddr: host, BindPort: port, Transport: gossip,
 		RPCAddr: n.server.Addr().String(), Fingerprint: n.fingerprint(),
 		Seeds: n.cfg.Seeds, Delegate: n.owner, SecretKey: n.cfg.SecretKey,
 		Preset: n.cfg.GossipPreset, PushPullInterval: n.cfg.PushPullInterval,
 		Logger: n.cfg.Logger,
 	})
 	if err != nil {
+		if gossip != nil {
+			gossip.Shutdown()
+		}
 		return n.failStart(err)
 	}
 	n.owner.Start(n.ring)
@@ -143,6 +158,15 @@ func (n *Node) Start(ctx context.Context) error {
 	n.wg.Add(1)
 	go n.pruneResponses()
 	return nil
+}
+
+// listen opens the RPC listener, on Config.Network if set.
+func (n *Node) listen(ctx context.Context) (net.Listener, error) {
+	if n.cfg.Network != nil {
+		return n.cfg.Network.Listen(ctx, n.cfg.RPCAddr)
+	}
+	var lc net.ListenConfig
+	return lc.Listen(ctx, "tcp", n.cfg.RPCAddr)
 }
 
 func (n *Node) failStart(err error) error {
@@ -167,6 +191,11 @@ func (n *Node) Owner(p int) (store.Claim, bool) { return n.owner.Claims().Get(p)
 // Serving reports whether this node serves partition p, and at which
 // claim.
 func (n *Node) Serving(p int) (store.Claim, bool) { return n.owner.Serving(p) }
+
+// Audit returns partition p's epoch transitions as this node recorded
+// them, oldest first: every claim it learned was chosen, with its owner.
+// Checkers compare the audits of all nodes: no epoch may have two owners.
+func (n *Node) Audit(p int) ([]store.AuditRecord, error) { return n.store.Audit(p) }
 
 // Members returns the names of the members in this node's view.
 func (n *Node) Members() []string {

@@ -14,8 +14,9 @@ import (
 // address, dialed on first use and re-dialed after it breaks. It is safe for
 // concurrent use; calls on one connection are pipelined.
 type Client struct {
-	cfg    ClientConfig
-	dialer net.Dialer
+	cfg ClientConfig
+	// dialTCP is cfg.Dial, or a net.Dialer's.
+	dialTCP func(ctx context.Context, addr string) (net.Conn, error)
 	// ctx is cancelled by Close; it aborts dials and handshakes.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -40,12 +41,17 @@ func NewClient(cfg ClientConfig) *Client {
 		panic(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	dial := cfg.Dial
+	if dial == nil {
+		d := &net.Dialer{Timeout: cfg.DialTimeout}
+		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
 	return &Client{
-		cfg:    cfg,
-		dialer: net.Dialer{Timeout: cfg.DialTimeout},
-		ctx:    ctx,
-		cancel: cancel,
-		conns:  make(map[string]*clientConn),
+		cfg:     cfg,
+		dialTCP: dial,
+		ctx:     ctx,
+		cancel:  cancel,
+		conns:   make(map[string]*clientConn),
 	}
 }
 
@@ -151,7 +157,7 @@ func (c *Client) dial(cc *clientConn) {
 func (c *Client) connect(addr string) (*link, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.DialTimeout)
 	defer cancel()
-	nc, err := c.dialer.DialContext(ctx, "tcp", addr)
+	nc, err := c.dialTCP(ctx, addr)
 	if err != nil {
 		return nil, fmt.Errorf("rpc: dial %s: %w", addr, err)
 	}

@@ -77,6 +77,10 @@ type ClientConfig struct {
 	Accept func(Hello) error
 	// DialTimeout bounds the TCP dial plus the handshake. Zero means 1s.
 	DialTimeout time.Duration
+	// Dial opens the TCP connection to addr; ctx carries DialTimeout and is
+	// cancelled by Close. Nil means a net.Dialer. Tests set it to cut, delay
+	// and drop links.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
 	// MaxFrame is the largest frame sent or read, in bytes, header included.
 	// A larger request fails before it is sent; a larger response drops the
 	// connection. Zero means 16 MiB.

@@ -1,0 +1,50 @@
+package faultnet
+
+import (
+	"net"
+	"time"
+)
+
+// conn is a TCP connection with a peer, tracked so Block can cut it, whose
+// writes obey the delay and drop rules.
+type conn struct {
+	net.Conn
+	n    *Net
+	peer string
+}
+
+// track wraps c, or closes it and returns ErrBlocked if its peer is
+// blocked. The check and the registration are one step, so Block cuts
+// every connection it does not refuse.
+func (n *Net) track(c net.Conn) (net.Conn, error) {
+	peer := hostOf(c.RemoteAddr())
+	n.mu.Lock()
+	if n.blocked[peer] {
+		n.mu.Unlock()
+		c.Close()
+		return nil, ErrBlocked
+	}
+	tc := &conn{Conn: c, n: n, peer: peer}
+	if n.conns[peer] == nil {
+		n.conns[peer] = map[*conn]struct{}{}
+	}
+	n.conns[peer][tc] = struct{}{}
+	n.mu.Unlock()
+	return tc, nil
+}
+
+// Write holds b for the link's lag, then writes it.
+func (c *conn) Write(b []byte) (int, error) {
+	if d := c.n.lag(); d > 0 {
+		time.Sleep(d)
+	}
+	return c.Conn.Write(b)
+}
+
+// Close closes the connection and forgets it.
+func (c *conn) Close() error {
+	c.n.mu.Lock()
+	delete(c.n.conns[c.peer], c)
+	c.n.mu.Unlock()
+	return c.Conn.Close()
+}

@@ -1,0 +1,333 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/singlewriter/singlewriter/internal/robustness/api"
+	"github.com/singlewriter/singlewriter/ring"
+)
+
+// Durations of the faults.
+const (
+	// outage is how long a node stays paused, dead or cut off: longer than
+	// failure detection (about 4-5s with the "local" gossip preset), so the
+	// others try to take its partitions.
+	outage = 6 * time.Second
+	// handlerPause is how long a paused handler sleeps inside its critical
+	// section: longer than the nodes' 300ms drain timeout, so a partition
+	// that moves meanwhile fences its write.
+	handlerPause = 1200 * time.Millisecond
+	// bouncePause is the handler pause of bounce: long enough for a join,
+	// its acquisitions, a leave and its handoffs.
+	bouncePause = 3 * time.Second
+	// rejoinBound bounds the wait for a cluster to agree again between two
+	// faults of a sequence.
+	rejoinBound = 30 * time.Second
+)
+
+// faults are the nemesis's moves on one cluster.
+type faults struct {
+	c    *cluster
+	rng  *rand.Rand
+	keys keyset
+	logf func(format string, args ...any)
+}
+
+// ownerOf returns the running node that a running node names as key's
+// owner, or a random running node if none answers.
+func (f *faults) ownerOf(key string) *node {
+	nodes := f.c.running()
+	p := ring.Partition([]byte(key), partitions)
+	for _, n := range nodes {
+		st, err := f.c.status(n, time.Second)
+		if err != nil {
+			continue
+		}
+		for _, o := range nodes {
+			if o.name == st.Claims[p].Owner {
+				return o
+			}
+		}
+	}
+	return nodes[f.rng.IntN(len(nodes))]
+}
+
+// busyOwner returns the owner of a random key: a node with traffic.
+func (f *faults) busyOwner() *node {
+	keys := f.keys.all()
+	return f.ownerOf(keys[f.rng.IntN(len(keys))])
+}
+
+// processPause SIGSTOPs a busy owner for outage, then SIGCONTs it.
+func (f *faults) processPause() {
+	n := f.busyOwner()
+	f.logf("SIGSTOP %s for %v", n.name, outage)
+	f.c.stop(n)
+	time.Sleep(outage)
+	f.c.cont(n)
+	f.logf("SIGCONT %s", n.name)
+	f.settle()
+}
+
+// crash kills a busy owner with SIGKILL and restarts it on the same data
+// directory after outage.
+func (f *faults) crash() error {
+	n := f.busyOwner()
+	f.logf("SIGKILL %s for %v", n.name, outage)
+	f.c.kill(n)
+	time.Sleep(outage)
+	return f.restart(n)
+}
+
+// restart starts a stopped node again on its data directory.
+func (f *faults) restart(n *node) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	f.logf("restart %s", n.name)
+	if err := f.c.start(ctx, n, false); err != nil {
+		return err
+	}
+	f.settle()
+	return nil
+}
+
+// armPauses makes the next write of each key pause on nodes (on its
+// owner, that is).
+func (f *faults) armPauses(keys []string, nodes ...*node) {
+	f.armPausesFor(handlerPause, keys, nodes...)
+}
+
+// armPausesFor is armPauses with a pause of d.
+func (f *faults) armPausesFor(d time.Duration, keys []string, nodes ...*node) {
+	for _, n := range nodes {
+		f.c.pause(n, api.Pause{Sleep: d, Keys: keys})
+	}
+}
+
+// owned returns the keys n owns.
+func (f *faults) owned(n *node) []string {
+	var out []string
+	for _, k := range f.keys.all() {
+		if f.ownerOf(k) == n {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// moving returns the keys whose partition moves when node joins.
+func (f *faults) moving(joiner string) []string {
+	var members []ring.Member
+	for _, n := range f.c.running() {
+		members = append(members, ring.Member{Name: n.name})
+	}
+	now := ring.Place(members, partitions, 1)
+	next := ring.Place(append(members, ring.Member{Name: joiner}), partitions, 1)
+	var out []string
+	for _, k := range f.keys.all() {
+		if p := ring.Partition([]byte(k), partitions); now.Owners[p] != next.Owners[p] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// waitPaused waits until a handler of n is paused, for at most two
+// seconds: with no traffic to n's keys none will be.
+func (f *faults) waitPaused(n *node) {
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		if st, err := f.c.status(n, time.Second); err == nil && st.Paused > 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition
+	}
+}
+
+// pausedHandoff pauses handlers inside their critical section on a busy
+// owner, makes it leave gracefully (its partitions move while the handlers
+// sleep past the drain timeout: their commits must be fenced), then
+// restarts it on its data directory.
+func (f *faults) pausedHandoff() error {
+	n := f.busyOwner()
+	f.armPauses(f.owned(n), n)
+	f.waitPaused(n)
+	f.logf("%s leaves with paused handlers", n.name)
+	if err := f.c.leave(n); err != nil {
+		return fmt.Errorf("leave %s: %w", n.name, err)
+	}
+	return f.restart(n)
+}
+
+// join adds a new node with every other node's handlers paused, so that
+// the partitions moving to it fence the paused commits.
+func (f *faults) join() (*node, error) {
+	return f.joinPausing(f.moving(fmt.Sprintf("n%d", len(f.c.all()))))
+}
+
+// joinPausing is join with the given keys' handlers paused.
+func (f *faults) joinPausing(keys []string) (*node, error) {
+	f.armPauses(keys, f.c.running()...)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	n, err := f.c.add(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f.logf("joined %s", n.name)
+	return n, nil
+}
+
+// ips returns the nodes' IPs.
+func ips(nodes []*node) []string {
+	var out []string
+	for _, n := range nodes {
+		out = append(out, n.ip)
+	}
+	return out
+}
+
+// split cuts the links, gossip and RPC, between the two groups: each node
+// of one blocks each IP of the other. Extra IPs (of nodes that will join) go with the majority.
+func (f *faults) split(minority, majority []*node, extra ...string) {
+	for _, n := range minority {
+		f.c.fault(n, api.Fault{Op: api.FaultBlock, IPs: append(ips(majority), extra...)})
+	}
+	for _, n := range majority {
+		f.c.fault(n, api.Fault{Op: api.FaultBlock, IPs: ips(minority)})
+	}
+	f.logf("split %v | %v", ips(minority), ips(majority))
+}
+
+// healAll removes every link rule.
+func (f *faults) healAll() {
+	for _, n := range f.c.running() {
+		f.c.fault(n, api.Fault{Op: api.FaultHeal})
+	}
+}
+
+// partition isolates a minority (one node, or two of five) from the
+// majority for outage. During the split a new node joins the majority
+// with every handler paused, so partitions move across and beside the
+// split; after healing, the minority's partitions move to it too, with
+// the minority's handlers paused again; once the cluster agrees, one more
+// node joins with the handlers of the keys it takes paused.
+func (f *faults) partition() error {
+	nodes := f.c.running()
+	f.rng.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
+	k := 1
+	if len(nodes) >= 5 && f.rng.IntN(2) == 0 {
+		k = 2
+	}
+	minority, majority := nodes[:k], nodes[k:]
+	joiner := f.c.ipOf(len(f.c.all()))
+	start := time.Now()
+	f.split(minority, majority, joiner)
+	// Which partitions move depends on the majority's view, without the
+	// minority: pause every key.
+	n, err := f.joinPausing(f.keys.all())
+	if err != nil {
+		return err
+	}
+	f.c.fault(n, api.Fault{Op: api.FaultBlock, IPs: ips(minority)})
+	time.Sleep(time.Until(start.Add(outage)))
+	// The sides merge again within a few seconds of healing, and the
+	// minority's partitions move to the joiner then: pause long enough.
+	f.armPausesFor(bouncePause, f.keys.all(), minority...)
+	f.healAll()
+	f.logf("healed")
+	f.settle()
+	// And a handoff after the split, from live owners with paused
+	// handlers.
+	if _, err := f.join(); err != nil {
+		return err
+	}
+	f.settle()
+	return nil
+}
+
+// slowLinks delays and drops on every link while a paused handoff runs.
+func (f *faults) slowLinks() error {
+	delay := time.Duration(5+f.rng.IntN(20)) * time.Millisecond
+	drop := 0.02 + 0.08*f.rng.Float64()
+	f.logf("slow links: delay %v, drop %.2f", delay, drop)
+	for _, n := range f.c.running() {
+		f.c.fault(n, api.Fault{Op: api.FaultDelay, Delay: delay})
+		f.c.fault(n, api.Fault{Op: api.FaultDrop, Drop: drop})
+	}
+	time.Sleep(time.Second)
+	err := f.pausedHandoff()
+	f.healAll()
+	return err
+}
+
+// churn joins a node, makes it leave with paused handlers, then restarts
+// every node in turn.
+func (f *faults) churn() error {
+	n, err := f.join()
+	if err != nil {
+		return err
+	}
+	f.settle()
+	f.armPauses(f.owned(n), n)
+	f.waitPaused(n)
+	f.logf("%s leaves with paused handlers", n.name)
+	if err := f.c.leave(n); err != nil {
+		return fmt.Errorf("leave %s: %w", n.name, err)
+	}
+	f.settle()
+	for _, n := range f.c.running() {
+		f.logf("rolling restart: %s", n.name)
+		f.c.terminate(n)
+		if err := f.restart(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settle waits until the cluster agrees, at most rejoinBound; the final
+// convergence check is the one that counts.
+func (f *faults) settle() {
+	deadline := time.Now().Add(rejoinBound)
+	for time.Now().Before(deadline) {
+		if _, err := f.c.agreement(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // polling a condition
+	}
+}
+
+// bounce moves partitions away and back while handlers that wrote them
+// are paused: the owners' handlers of the keys that move to a joining node
+// pause for bouncePause, the node joins and takes the partitions, then
+// leaves and hands them back, and only then do the handlers resume. Their
+// commits must be fenced, and the writes must not be seen by the calls
+// that follow them at the partitions' new epoch. (This found the router's
+// pipelining overlay leaking a fenced write across epochs.)
+func (f *faults) bounce() error {
+	joiner := fmt.Sprintf("n%d", len(f.c.all()))
+	moving := f.moving(joiner)
+	running := f.c.running()
+	f.armPausesFor(bouncePause, moving, running...)
+	for _, n := range running {
+		f.waitPaused(n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	n, err := f.c.add(ctx)
+	if err != nil {
+		return err
+	}
+	f.logf("joined %s, handlers of %v paused", n.name, moving)
+	f.settle()
+	f.logf("%s leaves", n.name)
+	if err := f.c.leave(n); err != nil {
+		return fmt.Errorf("leave %s: %w", n.name, err)
+	}
+	f.settle()
+	return nil
+}

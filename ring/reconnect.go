@@ -1,0 +1,60 @@
+package ring
+
+import "time"
+
+// reconnectInterval is how often a node re-joins the seeds it does not see
+// as members.
+const reconnectInterval = 2 * time.Second
+
+// reconnect is the goroutine, started by a successful Join and stopped by
+// Close, that re-joins every seed missing from the member list.
+//
+// memberlist alone never heals a network partition that outlived failure
+// detection: each side declares the other dead, the broadcasts that would
+// correct it are spent while the link is down, and push/pull only picks
+// live members. The cluster then stays split for good after the link
+// heals (seen in the robustness harness's partition scenario: the isolated
+// node kept a table of itself alone). Re-joining the seeds, as serf
+// re-joins failed members, merges the two sides again; joining a seed that
+// is already a member, or is down, is harmless.
+func (r *Ring) reconnect() {
+	defer r.wg.Done()
+	t := time.NewTicker(reconnectInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.done:
+			return
+		case <-t.C:
+		}
+		r.rejoinMissingSeeds()
+	}
+}
+
+// rejoinMissingSeeds joins the seeds that are not live members. It holds
+// lifeMu so that it never joins during or after Leave or Close.
+func (r *Ring) rejoinMissingSeeds() {
+	r.lifeMu.Lock()
+	defer r.lifeMu.Unlock()
+	if r.closed {
+		return
+	}
+	live := map[string]bool{}
+	for _, m := range r.ml.Members() {
+		live[m.Address()] = true
+	}
+	var missing []string
+	for _, s := range r.cfg.Seeds {
+		if !live[s] {
+			missing = append(missing, s)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	if n, err := r.ml.Join(missing); n > 0 {
+		r.logger.Info("ring: re-joined seeds missing from the member list", "seeds", missing, "reached", n)
+	} else {
+		r.logger.Debug("ring: seeds missing from the member list are unreachable", "seeds", missing, "err", err)
+	}
+}
