@@ -1,21 +1,11 @@
 package owner
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/singlewriter/singlewriter/internal/wire"
 	"github.com/singlewriter/singlewriter/store"
-)
-
-var (
-	// ErrForeignCluster is returned by Claims.MergeEncoded when the state
-	// comes from a node of another cluster ID.
-	ErrForeignCluster = errors.New("owner: claims from another cluster")
-	// ErrNoCluster is returned by Claims.MergeEncoded when the state comes
-	// from a node that has not joined a cluster yet.
-	ErrNoCluster = errors.New("owner: claims from a node without a cluster")
 )
 
 // Claims is a node's table of the newest chosen claim it knows per

@@ -13,6 +13,12 @@ var (
 	ErrNotOwner = errors.New("owner: not the owner")
 	// ErrClosed is returned by every method after Close.
 	ErrClosed = errors.New("owner: closed")
+	// ErrForeignCluster is returned by Claims.MergeEncoded when the state
+	// comes from a node of another cluster ID.
+	ErrForeignCluster = errors.New("owner: claims from another cluster")
+	// ErrNoCluster is returned by Claims.MergeEncoded when the state comes
+	// from a node that has not joined a cluster yet.
+	ErrNoCluster = errors.New("owner: claims from a node without a cluster")
 )
 
 // NotOwnerError says a node does not serve a partition and names the newest

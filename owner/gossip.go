@@ -29,6 +29,6 @@ func (o *Owner) merge(buf []byte) bool {
 		o.cfg.Logger.Warn("ignoring claims from a peer", "err", err)
 		return false
 	}
-	o.Kick()
+	o.kick()
 	return o.claims.Cluster() != ""
 }

@@ -102,7 +102,7 @@ func (o *Owner) learn(ctx context.Context, p int, c store.Claim) error {
 		return err
 	}
 	if o.claims.Merge(p, c) {
-		o.Kick()
+		o.kick()
 	}
 	if prev.HasChosen && prev.Chosen.Epoch > c.Epoch {
 		return nil // old news

@@ -39,7 +39,7 @@ type Owner struct {
 	leaving atomic.Bool
 
 	stats  counters
-	kick   chan struct{}
+	kicks  chan struct{}
 	sem    chan struct{}
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -57,7 +57,7 @@ func New(cfg Config) (*Owner, error) {
 		store:   cfg.Store,
 		claims:  NewClaims(cfg.Partitions),
 		parts:   make([]*partition, cfg.Partitions),
-		kick:    make(chan struct{}, 1),
+		kicks:   make(chan struct{}, 1),
 		sem:     make(chan struct{}, maxConcurrentAttempts),
 		unfinal: map[int]store.Claim{},
 	}
@@ -171,10 +171,10 @@ func (o *Owner) Lease(p int) (Lease, error) {
 // Serving reports the claim this node serves partition p under, if any.
 func (o *Owner) Serving(p int) (store.Claim, bool) { return o.parts[p].servedClaim() }
 
-// Kick asks the loop to look at the ring and the claims again.
-func (o *Owner) Kick() {
+// kick asks the loop to look at the ring and the claims again.
+func (o *Owner) kick() {
 	select {
-	case o.kick <- struct{}{}:
+	case o.kicks <- struct{}{}:
 	default:
 	}
 }
@@ -206,7 +206,7 @@ func (o *Owner) run() {
 			return
 		case <-changed:
 		case <-claimsChanged:
-		case <-o.kick:
+		case <-o.kicks:
 		case <-timer.C:
 		}
 	}
@@ -296,6 +296,6 @@ func (o *Owner) attempt(s Step, t *ring.Table) {
 	}
 	o.parts[s.P].done(ok, time.Now(), o.cfg.RetryBackoff, seen)
 	if !ok {
-		o.Kick()
+		o.kick()
 	}
 }
