@@ -61,8 +61,10 @@ func (s *Store) enqueue(o *op) *Pending {
 // run is the committer goroutine: it blocks for the first queued operation,
 // then commits everything queued, group after group, until the queue is
 // empty, and blocks again. While the memtable holds batches it also wakes
-// s.flushInterval after the first of them to flush it. It returns when
-// Close closes s.stop, after flushing the memtable.
+// s.flushInterval after the first of them to start a background flush, and
+// it collects the background flush's outcome. It returns when Close closes
+// s.stop, after waiting for the background flush and flushing the
+// memtable.
 func (s *Store) run() {
 	defer close(s.exited)
 	timer := time.NewTimer(time.Hour)
@@ -77,13 +79,18 @@ func (s *Store) run() {
 		case <-s.wake:
 		case <-timer.C:
 			armed = false
-			if s.failure == nil {
-				_ = s.flush()
+			s.startFlush()
+			continue
+		case err := <-s.flushDone: // a nil channel (no flush running) never fires
+			s.finishFlush(err)
+			if s.needsFlush() {
+				s.startFlush()
 			}
 			continue
 		case <-s.stop:
 			timer.Stop()
 			s.failQueued()
+			s.waitFlush()
 			if s.failure == nil && !s.noFlush {
 				s.closeErr = s.flush()
 			}
@@ -95,8 +102,8 @@ func (s *Store) run() {
 				break
 			}
 			s.commit(group)
-			if s.failure == nil && s.needsFlush() {
-				_ = s.flush()
+			if s.needsFlush() {
+				s.startFlush()
 			}
 		}
 		if armed && s.mem.empty() {
@@ -176,6 +183,13 @@ func fastOnly(group []*op) bool {
 // in-memory metas of the partitions the group touched from the
 // transaction's result.
 func (s *Store) commitSlow(group []*op) {
+	s.waitFlush()
+	if s.failure != nil {
+		for _, o := range group {
+			o.finish(s.failure)
+		}
+		return
+	}
 	outcomes := make([]error, len(group))
 	flushed := false
 	changed := make(map[int]*metaEntry)

@@ -20,8 +20,9 @@ const (
 // Config configures Open.
 type Config struct {
 	// Dir is the data directory, created (mode 0700) if missing. The data file
-	// is Dir/singlewriter.db; the write-ahead log in front of it is Dir/wal
-	// (a single, reused file of about FlushBytes, zero-filled as it grows).
+	// is Dir/singlewriter.db; the write-ahead log in front of it is the two
+	// files Dir/wal-0 and Dir/wal-1 (reused in turn, each of about
+	// FlushBytes, zero-filled as they grow).
 	// Both belong to the store: copy or move them together. Required.
 	Dir string
 

@@ -33,14 +33,19 @@
 // its own outcome once the group is durable. One sync thus covers many
 // callers, and a lone caller never waits for a timer (bbolt's DB.Batch adds
 // 10 ms; it is not used). The committer reads its queue (wake), its flush
-// timer and the stop channel.
+// timer, the background flush's outcome and the stop channel. It starts at
+// most one background flush goroutine at a time (flush.go: startFlush),
+// which writes a frozen memtable into the file and sends its outcome; the
+// committer waits for it before any synchronous flush, slow operation or
+// exit.
 //
 // # The write-ahead log
 //
 // A bbolt commit costs two fdatasyncs and a page write per dirtied page, and
 // a group of batches over many partitions dirties several pages per
 // partition. So data batches (Submit, Commit) go through a write-ahead log
-// in front of the file, Dir/wal, as etcd's WAL fronts its bbolt backend:
+// in front of the file, Dir/wal-0 and Dir/wal-1, as etcd's WAL fronts its
+// bbolt backend:
 //
 //   - fast path (fastpath.go), for a group of data batches only: the
 //     committer decides each batch's fence against the in-memory metas
@@ -50,10 +55,14 @@
 //     and only then releases the waiters;
 //   - flush (flush.go): the memtable goes into the file in one synced
 //     transaction, writing each touched partition's meta once and the
-//     sequence of the last WAL record applied; the WAL is then reused from
-//     its start. The committer flushes when the WAL or the memtable outgrow
-//     Config.FlushBytes, Config.FlushInterval after the first unflushed
-//     batch, on Export of a partition with unflushed batches, and at Close;
+//     sequence of the last WAL record applied. When the WAL or the
+//     memtable outgrow Config.FlushBytes, or Config.FlushInterval after the
+//     first unflushed batch, the committer freezes the memtable, switches
+//     to a fresh one and to the other WAL file, and a background goroutine
+//     writes the frozen one (commits go on meanwhile; reads look in the
+//     memtable, the frozen one, then the file); on Export of a partition
+//     with unflushed batches, before a slow operation and at Close the
+//     committer waits for that flush and flushes synchronously;
 //   - slow path (committer.go): every other operation (Promise, Accept,
 //     Choose, Install, Drop, SetClusterID, PruneResponses, and any group
 //     mixing them with batches) is one synced bbolt transaction that first

@@ -48,7 +48,7 @@ func (s *Store) commitFast(group []*op) {
 	}
 	if len(accepted) > 0 {
 		seq := s.walSeq + 1
-		if err := s.wal.append(encodeGroup(walGroup{seq: seq, batches: accepted})); err != nil {
+		if err := s.wals[s.active].append(encodeGroup(walGroup{seq: seq, batches: accepted})); err != nil {
 			s.poison(err, "WAL write")
 			for _, o := range group {
 				o.finish(s.failure)

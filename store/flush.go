@@ -12,14 +12,97 @@ import (
 // that a flush is.
 const flushEntries = 50_000
 
-// flush applies the memtable to the data file in one synced transaction
-// and then empties the memtable and resets the WAL. It runs only on the
-// committer goroutine, between groups. A failed flush poisons the store;
-// nothing is lost: the memtable still answers reads and the WAL still
-// holds every acknowledged batch for the next Open.
+// maxFlushBacklog is how many times Config.FlushBytes the memtable may
+// grow to while a background flush runs before the committer waits for
+// that flush: the bound on memory when the disk cannot keep up.
+const maxFlushBacklog = 4
+
+// frozen is a memtable as a flush writes it into the data file, with what
+// the flush writes besides it.
+type frozen struct {
+	mem *memtable
+	// metas are the metas of mem's partitions as mem left them.
+	metas map[int]metaEntry
+	// seq is the sequence of the last WAL record mem holds.
+	seq uint64
+}
+
+// snapshot returns the memtable as a flush would write it now. Committer
+// only: it reads the metas without the lock.
+func (s *Store) snapshot() *frozen {
+	f := &frozen{mem: s.mem, metas: make(map[int]metaEntry, len(s.mem.parts)), seq: s.walSeq}
+	for p := range s.mem.parts {
+		f.metas[p] = s.metas[p]
+	}
+	return f
+}
+
+// startFlush hands the memtable to a background flush, so that commits go
+// on while it is written into the data file: the committer switches to a
+// fresh memtable and to the other WAL file, whose records the file already
+// holds. If a flush already runs, it waits for it only when the memtable
+// outgrew maxFlushBacklog times Config.FlushBytes; otherwise the next
+// trigger after that flush starts another.
+func (s *Store) startFlush() {
+	if s.failure != nil || s.mem.empty() {
+		return
+	}
+	if s.flushDone != nil {
+		if s.mem.bytes < maxFlushBacklog*s.flushBytes && s.mem.entries < maxFlushBacklog*flushEntries {
+			return
+		}
+		s.waitFlush()
+		if s.failure != nil {
+			return
+		}
+	}
+	f := s.snapshot()
+	s.memMu.Lock()
+	s.imm, s.mem = f, newMemtable()
+	s.memMu.Unlock()
+	s.active = 1 - s.active
+	s.wals[s.active].reset()
+	done := make(chan error, 1)
+	s.flushDone = done
+	hook := s.flushHook
+	go func() {
+		if hook != nil {
+			hook()
+		}
+		done <- s.db.Update(func(tx *bolt.Tx) error { return writeFrozen(tx, f) })
+	}()
+}
+
+// waitFlush waits for the background flush, if one runs, and finishes it.
+func (s *Store) waitFlush() {
+	if s.flushDone != nil {
+		s.finishFlush(<-s.flushDone)
+	}
+}
+
+// finishFlush records the background flush's outcome: on success the data
+// file holds imm, which readers stop consulting. A failed flush poisons the
+// store and keeps imm: it still answers reads, and both WAL files still
+// hold every acknowledged batch for the next Open.
+func (s *Store) finishFlush(err error) {
+	s.flushDone = nil
+	s.flushes.Add(1)
+	if err != nil {
+		s.poison(err, "flush")
+		return
+	}
+	s.memMu.Lock()
+	s.imm = nil
+	s.memMu.Unlock()
+}
+
+// flush writes everything acknowledged into the data file before it
+// returns: it waits for the background flush, then flushes the memtable in
+// one synced transaction and empties it. It runs only on the committer.
 func (s *Store) flush() error {
-	if s.mem.empty() {
-		return nil
+	s.waitFlush()
+	if s.failure != nil || s.mem.empty() {
+		return s.failure
 	}
 	err := s.db.Update(s.flushInto)
 	s.flushes.Add(1)
@@ -31,26 +114,30 @@ func (s *Store) flush() error {
 	return nil
 }
 
-// needsFlush reports whether the memtable or the WAL outgrew its bound.
+// needsFlush reports whether the memtable or the active WAL file outgrew
+// its bound.
 func (s *Store) needsFlush() bool {
 	if s.noFlush || s.mem.empty() {
 		return false
 	}
-	return s.wal.off >= int64(s.flushBytes) || s.mem.bytes >= s.flushBytes || s.mem.entries >= flushEntries
+	return s.wals[s.active].off >= int64(s.flushBytes) || s.mem.bytes >= s.flushBytes || s.mem.entries >= flushEntries
 }
 
-// flushInto writes the memtable into tx: each touched partition's data,
-// dedup records and (once) its in-memory meta, and the sequence of the
-// last WAL record, which the file then holds. Slow operations call it at
-// the start of their own transaction, so that one sync covers both and
-// they apply after every batch logged before them.
-func (s *Store) flushInto(tx *bolt.Tx) error {
-	for p, mp := range s.mem.parts {
-		m, _, err := s.lookupMeta(p)
-		if err != nil {
-			return err // unreachable: no batch is accepted on a corrupt meta
+// flushInto writes the memtable into tx. Slow operations call it at the
+// start of their own transaction, after waitFlush, so that one sync covers
+// both and they apply after every batch logged before them.
+func (s *Store) flushInto(tx *bolt.Tx) error { return writeFrozen(tx, s.snapshot()) }
+
+// writeFrozen writes f into tx: each touched partition's data, dedup
+// records and (once) its meta, and the sequence of f's last WAL record,
+// which the file then holds.
+func writeFrozen(tx *bolt.Tx, f *frozen) error {
+	for p, mp := range f.mem.parts {
+		e := f.metas[p]
+		if e.err != nil {
+			return e.err // unreachable: no batch is accepted on a corrupt meta
 		}
-		pt := &partition{num: p, bucket: tx.Bucket(partitionName(p)), meta: m}
+		pt := &partition{num: p, bucket: tx.Bucket(partitionName(p)), meta: e.meta}
 		if err := pt.saveMeta(tx); err != nil {
 			return err
 		}
@@ -82,16 +169,17 @@ func (s *Store) flushInto(tx *bolt.Tx) error {
 			}
 		}
 	}
-	return putWALApplied(tx, s.walSeq)
+	return putWALApplied(tx, f.seq)
 }
 
-// flushed empties the memtable and resets the WAL once a transaction that
-// ran flushInto is durable.
+// flushed empties the memtable and restarts the active WAL file once a
+// transaction that ran flushInto is durable. No background flush runs
+// (flushInto's callers waited for it), so both files are applied.
 func (s *Store) flushed() {
 	s.memMu.Lock()
 	s.mem = newMemtable()
 	s.memMu.Unlock()
-	s.wal.reset()
+	s.wals[s.active].reset()
 }
 
 // walApplied returns the sequence of the last WAL record the file holds.

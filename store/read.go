@@ -18,10 +18,14 @@ func (s *Store) Get(p int, key []byte) (value []byte, ok bool, err error) {
 	if s.closing.Load() {
 		return nil, false, ErrClosed
 	}
-	// The memtable first, then the file (see the Invariant on Store.mem:
-	// the order matters).
+	// The memtable, the one being flushed, then the file (see the
+	// Invariants on Store.mem and Store.imm: the order matters).
 	s.memMu.RLock()
+	_, _, metaErr := s.lookupMeta(p)
 	v, ok, found := s.mem.get(p, key)
+	if !found && s.imm != nil {
+		v, ok, found = s.imm.mem.get(p, key)
+	}
 	if found && ok {
 		value = bytes.Clone(v)
 		if value == nil {
@@ -29,15 +33,22 @@ func (s *Store) Get(p int, key []byte) (value []byte, ok bool, err error) {
 		}
 	}
 	s.memMu.RUnlock()
-	if found {
-		return value, ok, nil
+	if metaErr != nil || found {
+		return value, ok, metaErr
 	}
+	return s.fileGet(p, dataBucket, key)
+}
+
+// fileGet returns a copy of key's value in partition p's sub-bucket sub of
+// the data file. It opens the buckets directly, without decoding the
+// partition's meta: the caller checked the in-memory meta.
+func (s *Store) fileGet(p int, sub, key []byte) (value []byte, ok bool, err error) {
 	err = s.view(func(tx *bolt.Tx) error {
-		pt, err := loadPartition(tx, p)
-		if err != nil {
-			return err
+		pb := tx.Bucket(partitionName(p))
+		if pb == nil {
+			return nil
 		}
-		b := pt.sub(dataBucket)
+		b := pb.Bucket(sub)
 		if b == nil {
 			return nil
 		}

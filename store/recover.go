@@ -24,9 +24,12 @@ import (
 // records the last sequence it applied in the same transaction), stops at
 // 8 (bad checksum or short), and commits 7 together with wal-applied 7 in
 // one synced transaction, so a crash during replay leaves the file at 6 and
-// the next Open replays 7 again: replay is idempotent. Only then is the
-// WAL reset to offset 0; the stale frames left after the next round's
-// frames have lower sequences, which end the log on the next replay.
+// the next Open replays 7 again: replay is idempotent. Only then are the
+// WAL files reset to offset 0; the stale frames left after the next
+// round's frames have lower sequences, which end the log on the next
+// replay. The records beyond wal-applied may be split over the two files
+// (a crash during a background flush: the flushing file holds 5..7, the
+// active one 8..9); they are merged by sequence.
 //
 // Records are applied unconditionally: each batch was accepted against the
 // metas when it was logged, and those metas are exactly what the file plus
@@ -34,21 +37,29 @@ import (
 // writer of metas) flushes the memtable, and so moves wal-applied past
 // every earlier record, in its own transaction.
 func (s *Store) replayWAL(cfg Config) (int, error) {
-	w, data, err := openWAL(cfg.Dir, cfg.NoSync)
-	if err != nil {
-		return 0, err
+	var data [2][]byte
+	for i := range s.wals {
+		w, b, err := openWAL(cfg.Dir, i, cfg.NoSync)
+		if err != nil {
+			s.closeWALs()
+			return 0, err
+		}
+		s.wals[i], data[i] = w, b
 	}
-	var (
-		groups []walGroup
-		end    int
-	)
-	err = s.db.View(func(tx *bolt.Tx) error {
+	var groups []walGroup
+	err := s.db.View(func(tx *bolt.Tx) error {
 		applied, err := walApplied(tx)
 		if err != nil {
 			return err
 		}
 		s.walSeq = applied
-		groups, end, err = scanWAL(data, applied)
+		var scanned [2][]walGroup
+		for i := range data {
+			if scanned[i], _, err = scanWAL(data[i], applied); err != nil {
+				return fmt.Errorf("%s: %w", s.wals[i].path, err)
+			}
+		}
+		groups, err = mergeWALs(applied, scanned[0], scanned[1])
 		return err
 	})
 	if err == nil && len(groups) > 0 {
@@ -62,14 +73,15 @@ func (s *Store) replayWAL(cfg Config) (int, error) {
 		})
 	}
 	if err != nil {
-		_ = w.close()
-		return 0, fmt.Errorf("store: recover %s from %s: %w", s.path, w.path, err)
+		s.closeWALs()
+		return 0, fmt.Errorf("store: recover %s from its WAL: %w", s.path, err)
 	}
 	if len(groups) > 0 {
-		s.log.Info("store: replayed WAL", "records", len(groups), "valid_bytes", end, "through", s.walSeq)
+		s.log.Info("store: replayed WAL", "records", len(groups), "through", s.walSeq)
 	}
-	w.reset()
-	s.wal = w
+	for _, w := range s.wals {
+		w.reset()
+	}
 	return len(groups), nil
 }
 

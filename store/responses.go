@@ -39,41 +39,31 @@ func (s *Store) Response(p int, requestID []byte) (resp []byte, ok bool, err err
 	if s.closing.Load() {
 		return nil, false, ErrClosed
 	}
-	// The memtable first, then the file (see the Invariant on Store.mem).
+	// The memtable, the one being flushed, then the file (see the
+	// Invariants on Store.mem and Store.imm).
 	s.memMu.RLock()
+	_, _, metaErr := s.lookupMeta(p)
 	record, found := s.mem.response(p, requestID)
-	s.memMu.RUnlock()
+	if !found && s.imm != nil {
+		record, found = s.imm.mem.response(p, requestID)
+	}
 	if found {
-		_, r, err := decodeResponse(record)
-		if err != nil {
-			return nil, false, fmt.Errorf("partition %d request %x: %w", p, requestID, err)
-		}
-		return bytes.Clone(r), true, nil
+		record = bytes.Clone(record)
 	}
-	err = s.view(func(tx *bolt.Tx) error {
-		pt, err := loadPartition(tx, p)
-		if err != nil {
-			return err
+	s.memMu.RUnlock()
+	if metaErr != nil {
+		return nil, false, metaErr
+	}
+	if !found {
+		if record, found, err = s.fileGet(p, responsesBucket, requestID); err != nil || !found {
+			return nil, false, err
 		}
-		b := pt.sub(responsesBucket)
-		if b == nil {
-			return nil
-		}
-		v := b.Get(requestID)
-		if v == nil {
-			return nil
-		}
-		_, r, err := decodeResponse(v)
-		if err != nil {
-			return fmt.Errorf("partition %d request %x: %w", p, requestID, err)
-		}
-		resp, ok = append([]byte{}, r...), true
-		return nil
-	})
+	}
+	_, r, err := decodeResponse(record)
 	if err != nil {
-		return nil, false, err
+		return nil, false, fmt.Errorf("partition %d request %x: %w", p, requestID, err)
 	}
-	return resp, ok, nil
+	return r, true, nil
 }
 
 // PruneResponses deletes, in every partition, the dedup records stored

@@ -28,9 +28,18 @@ type Store struct {
 	// committer. Tests replace it before the first operation.
 	now func() time.Time
 
-	// wal is the write-ahead log; owned by the committer (Close closes it
-	// once the committer has exited).
-	wal *wal
+	// wals are the write-ahead log's two files; owned by the committer
+	// (Close closes them once the committer has exited). wals[active] takes
+	// new records; the other holds imm's records while imm is flushed, and
+	// otherwise only records the data file holds.
+	wals   [2]*wal
+	active int
+	// flushHook (tests only) runs at the start of each background flush;
+	// tests set it before the first operation.
+	flushHook func()
+	// flushDone receives the outcome of the background flush of imm; nil
+	// when no flush runs. Owned by the committer.
+	flushDone chan error
 	// walSeq is the sequence of the last record appended to the WAL (or
 	// applied to the file, if later). Owned by the committer.
 	walSeq uint64
@@ -59,6 +68,10 @@ type Store struct {
 	// is durable, so a reader that misses in mem and then opens a read
 	// transaction finds in the file every acknowledged write mem lacks.
 	mem *memtable
+	// imm is the memtable a background flush is writing into the file, nil
+	// if none. Readers look in mem, then imm, then the file.
+	// Invariant: imm is dropped only after its flush is durable.
+	imm *frozen
 	// metas is every partition's meta: the one in the file with every WAL
 	// record not yet flushed applied on top.
 	// Invariant: metas has an entry for exactly the partitions that have a
@@ -175,9 +188,7 @@ func (s *Store) Close() error {
 		s.mu.Unlock()
 		close(s.stop)
 		<-s.exited // the committer stored its flush's error in closeErr
-		if err := s.wal.close(); err != nil {
-			s.closeErr = errors.Join(s.closeErr, err)
-		}
+		s.closeErr = errors.Join(s.closeErr, s.closeWALs())
 		if err := s.db.Close(); err != nil {
 			s.closeErr = errors.Join(s.closeErr, fmt.Errorf("store: close %s: %w", s.path, err))
 		}
@@ -208,4 +219,15 @@ func (s *Store) view(fn func(tx *bolt.Tx) error) error {
 		return ErrClosed
 	}
 	return err
+}
+
+// closeWALs closes the WAL files that are open.
+func (s *Store) closeWALs() error {
+	var errs []error
+	for _, w := range s.wals {
+		if w != nil {
+			errs = append(errs, w.close())
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -236,7 +236,7 @@ func (s *Store) flushPartition(p int) error {
 		return ErrClosed
 	}
 	s.memMu.RLock()
-	pending := s.mem.has(p)
+	pending := s.mem.has(p) || s.imm != nil && s.imm.mem.has(p)
 	s.memMu.RUnlock()
 	if !pending {
 		return nil

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -8,10 +9,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
-// walFileName is the write-ahead log's name inside Config.Dir.
-const walFileName = "wal"
+// walFileName returns the name, inside Config.Dir, of write-ahead log file
+// i (0 or 1): the committer appends to one while the other's records are
+// being flushed into the data file.
+func walFileName(i int) string { return fmt.Sprintf("wal-%d", i) }
 
 const (
 	// walHeader is a frame's header: payload length (u32, big-endian), then
@@ -56,11 +60,11 @@ type wal struct {
 	size int64
 }
 
-// openWAL opens (or creates) the log in dir and returns it with the file's
-// contents, for replay. A newly created file's directory entry is synced
-// unless noSync.
-func openWAL(dir string, noSync bool) (*wal, []byte, error) {
-	path := filepath.Join(dir, walFileName)
+// openWAL opens (or creates) log file i in dir and returns it with the
+// file's contents, for replay. A newly created file's directory entry is
+// synced unless noSync.
+func openWAL(dir string, i int, noSync bool) (*wal, []byte, error) {
+	path := filepath.Join(dir, walFileName(i))
 	_, statErr := os.Stat(path)
 	created := errors.Is(statErr, os.ErrNotExist)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
@@ -158,8 +162,7 @@ func (w *wal) close() error {
 // valid log ends.
 //
 // It fails with ErrCorrupt when a frame passes its checksum but does not
-// decode, or when the first frame's sequence leaves a gap after applied:
-// neither can result from a crash.
+// decode: that cannot result from a crash.
 func scanWAL(data []byte, applied uint64) (groups []walGroup, end int, err error) {
 	var prev uint64
 	for off := 0; len(data)-off >= walHeader; {
@@ -175,10 +178,7 @@ func scanWAL(data []byte, applied uint64) (groups []walGroup, end int, err error
 		if err != nil {
 			return nil, off, fmt.Errorf("wal offset %d: %w", off, err)
 		}
-		switch {
-		case off == 0 && g.seq > applied+1:
-			return nil, off, fmt.Errorf("%w: wal starts at sequence %d, data file holds up to %d", ErrCorrupt, g.seq, applied)
-		case off > 0 && g.seq != prev+1:
+		if off > 0 && g.seq != prev+1 {
 			return groups, off, nil
 		}
 		prev = g.seq
@@ -189,4 +189,20 @@ func scanWAL(data []byte, applied uint64) (groups []walGroup, end int, err error
 		end = off
 	}
 	return groups, end, nil
+}
+
+// mergeWALs merges the groups the two log files hold beyond applied into
+// one run in sequence order. The files hold consecutive runs (the committer
+// switches files only once the other one's records are in the data file),
+// so the merged run must start right after applied and have no gap; a gap
+// cannot result from a crash and fails with ErrCorrupt.
+func mergeWALs(applied uint64, a, b []walGroup) ([]walGroup, error) {
+	groups := append(append([]walGroup(nil), a...), b...)
+	slices.SortFunc(groups, func(x, y walGroup) int { return cmp.Compare(x.seq, y.seq) })
+	for i, g := range groups {
+		if g.seq != applied+1+uint64(i) {
+			return nil, fmt.Errorf("%w: wal record %d follows %d, data file holds up to %d", ErrCorrupt, g.seq, applied+uint64(i), applied)
+		}
+	}
+	return groups, nil
 }

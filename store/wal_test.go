@@ -29,7 +29,7 @@ func openNoFlush(t testing.TB, dir string) *Store {
 func crashImage(t testing.TB, dir string) string {
 	t.Helper()
 	dst := t.TempDir()
-	for _, name := range []string{fileName, walFileName} {
+	for _, name := range []string{fileName, walFileName(0), walFileName(1)} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dst, name), b, 0o600))
@@ -103,11 +103,11 @@ func walTornTail(t *testing.T, damage func(path string, last, end int64)) *Store
 	dir := t.TempDir()
 	s := openNoFlush(t, dir)
 	commitN(t, s, 0, 1, 2)
-	last := s.wal.off
+	last := s.wals[0].off
 	commitN(t, s, 1, 1, 1)
-	end := s.wal.off
+	end := s.wals[0].off
 	require.NoError(t, s.Close())
-	damage(filepath.Join(dir, walFileName), last, end)
+	damage(filepath.Join(dir, walFileName(0)), last, end)
 	return openNoFlush(t, dir)
 }
 
@@ -143,7 +143,7 @@ func TestTornWALTailIsIgnoredOnReplayAndEarlierRecordsSurvive(t *testing.T) {
 			// The log continues after the torn record; a reopen replays
 			// the new record and not the stale bytes after it.
 			commitN(t, s, 1, 1, 1)
-			dir := filepath.Dir(s.wal.path)
+			dir := filepath.Dir(s.wals[0].path)
 			require.NoError(t, s.Close())
 			s = openNoFlush(t, dir)
 			requireValue(t, s, 1, "k0", "v0")
@@ -281,16 +281,24 @@ func TestExportAfterFastPathBatchesIncludesThem(t *testing.T) {
 func TestFlushTriggersBySizeAndByTimer(t *testing.T) {
 	ctx := context.Background()
 	t.Run("size", func(t *testing.T) {
-		s, err := Open(Config{Dir: t.TempDir(), NoSync: true, FlushBytes: 1000, FlushInterval: time.Hour})
+		dir := t.TempDir()
+		s, err := Open(Config{Dir: dir, NoSync: true, FlushBytes: 1000, FlushInterval: time.Hour})
 		require.NoError(t, err)
-		defer s.Close()
 		for i := range 50 {
 			require.NoError(t, put(ctx, s, i%3, 0, fmt.Sprint("key", i), "some value of a few bytes"))
 		}
-		require.Greater(t, s.flushes.Load(), uint64(1))
-		require.Less(t, s.wal.off, int64(1000)+200, "the WAL is reset by each flush")
 		for i := range 50 {
 			requireValue(t, s, i%3, fmt.Sprint("key", i), "some value of a few bytes")
+		}
+		require.NoError(t, s.Close())
+		// Without size-triggered flushes (the timer is an hour away), file 0
+		// would hold all 50 records.
+		for i := range 2 {
+			data, err := os.ReadFile(filepath.Join(dir, walFileName(i)))
+			require.NoError(t, err)
+			groups, _, err := scanWAL(data, 0)
+			require.NoError(t, err)
+			require.Less(t, len(groups), 25, "WAL file %d restarts after each flush", i)
 		}
 	})
 	t.Run("timer", func(t *testing.T) {
@@ -308,7 +316,7 @@ func TestFailedWALWritePoisonsStoreAndLosesNothingAcknowledged(t *testing.T) {
 	dir := t.TempDir()
 	s := openNoFlush(t, dir)
 	require.NoError(t, put(ctx, s, 0, 1, "k", "v"))
-	require.NoError(t, s.wal.f.Close()) // every later write to the log fails
+	require.NoError(t, s.wals[0].f.Close()) // every later write to the log fails (no flush: file 0 stays active)
 
 	err := put(ctx, s, 0, 1, "k2", "v2")
 	require.ErrorIs(t, err, ErrFailed)
@@ -354,27 +362,51 @@ func TestConcurrentReadsDuringFlushesNeverMissAcknowledgedWrites(t *testing.T) {
 }
 
 func TestScanWALStopsAtStaleFramesOfEarlierRounds(t *testing.T) {
-	rec := func(seq uint64) []byte {
-		return frame(encodeGroup(walGroup{seq: seq, batches: []walBatch{{partition: 1, epoch: 1, lsn: seq,
-			writes: []KV{{Key: []byte("k"), Value: []byte("v")}}}}}))
-	}
 	var log []byte
-	log = append(log, rec(8)...)
-	log = append(log, rec(9)...)
-	log = append(log, rec(5)...) // a stale frame of an earlier round
-	log = append(log, rec(6)...)
+	for _, seq := range []uint64{8, 9, 5, 6} { // 5 and 6: stale frames of an earlier round
+		log = append(log, walRecord(seq)...)
+	}
 	groups, end, err := scanWAL(log, 7)
 	require.NoError(t, err)
 	require.Len(t, groups, 2)
 	require.Equal(t, uint64(9), groups[1].seq)
-	require.Equal(t, 2*len(rec(8)), end)
+	require.Equal(t, 2*len(walRecord(8)), end)
 
 	groups, _, err = scanWAL(log, 8)
 	require.NoError(t, err)
 	require.Len(t, groups, 1, "records up to applied are skipped")
+}
 
-	_, _, err = scanWAL(log, 3)
+func TestMergeWALsJoinsTheTwoFilesAndRefusesGaps(t *testing.T) {
+	scan := func(seqs ...uint64) []walGroup {
+		var log []byte
+		for _, seq := range seqs {
+			log = append(log, walRecord(seq)...)
+		}
+		groups, _, err := scanWAL(log, 4)
+		require.NoError(t, err)
+		return groups
+	}
+	// A crash during a background flush: file 1 holds the frozen records
+	// 5..7, file 0 the active ones 8..9 (and stale 2..3 after them).
+	groups, err := mergeWALs(4, scan(8, 9, 2, 3), scan(5, 6, 7))
+	require.NoError(t, err)
+	var seqs []uint64
+	for _, g := range groups {
+		seqs = append(seqs, g.seq)
+	}
+	require.Equal(t, []uint64{5, 6, 7, 8, 9}, seqs)
+
+	_, err = mergeWALs(4, scan(8, 9), scan(5, 6))
+	require.ErrorIs(t, err, ErrCorrupt, "a missing record 7 cannot come from a crash")
+	_, err = mergeWALs(2, scan(5, 6), nil)
 	require.ErrorIs(t, err, ErrCorrupt, "a gap after the applied sequence cannot come from a crash")
+}
+
+// walRecord returns a framed WAL record of sequence seq.
+func walRecord(seq uint64) []byte {
+	return frame(encodeGroup(walGroup{seq: seq, batches: []walBatch{{partition: 1, epoch: 1, lsn: seq,
+		writes: []KV{{Key: []byte("k"), Value: []byte("v")}}}}}))
 }
 
 // FuzzScanWAL feeds arbitrary bytes to the WAL scanner: it must never
@@ -398,4 +430,57 @@ func FuzzScanWAL(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, groups, regrouped)
 	})
+}
+
+func TestBackgroundFlushKeepsEveryWriteReadableAndDurable(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(Config{Dir: dir, NoSync: true, FlushBytes: 1000, FlushInterval: time.Hour})
+	require.NoError(t, err)
+	started, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	s.flushHook = func() {
+		once.Do(func() { close(started) })
+		<-release
+	}
+	var written int
+	write := func() {
+		require.NoError(t, put(ctx, s, written%3, 1, fmt.Sprint("key", written), fmt.Sprint("value", written)))
+		written++
+	}
+	requireAll := func(s *Store) {
+		for i := range written {
+			requireValue(t, s, i%3, fmt.Sprint("key", i), fmt.Sprint("value", i))
+		}
+	}
+	for {
+		write()
+		select {
+		case <-started:
+		default:
+			continue
+		}
+		break
+	}
+	frozenAt := written
+	for range 20 { // commits go on while the flush is held: into the other WAL file
+		write()
+	}
+	requireAll(s) // from the memtable and the one being flushed
+
+	// A crash now: the file holds neither memtable, the two WAL files hold
+	// one each.
+	image := crashImage(t, dir)
+	r, err := Open(Config{Dir: image, NoSync: true})
+	require.NoError(t, err)
+	requireAll(r)
+	require.NoError(t, r.Close())
+
+	close(release)
+	require.NoError(t, s.Close())
+	r, err = Open(Config{Dir: dir, NoSync: true})
+	require.NoError(t, err)
+	defer r.Close()
+	requireAll(r)
+	require.Greater(t, written, frozenAt)
 }
