@@ -32,6 +32,11 @@ type Batch struct {
 	RequestID []byte
 	// Response is the stored response of RequestID.
 	Response []byte
+	// Prev, if set, is the position the partition must be at for the batch
+	// to apply; otherwise it is refused with ErrPosition. A replica set's
+	// owner sets it so that every replica applies the same batches in the
+	// same order: a replica that missed one refuses the rest.
+	Prev *Position
 }
 
 // Pending is the handle of a submitted batch (or of any queued mutation).
@@ -154,6 +159,18 @@ func fence(promised, e epoch.Epoch) error {
 	return epoch.CheckWrite(promised, e)
 }
 
+// admit decides whether b applies on top of meta m: its epoch must pass the
+// fence and, if it names one, m must be at its previous position.
+func admit(m Meta, b *Batch) error {
+	if err := fence(m.Promised, b.Epoch); err != nil {
+		return err
+	}
+	if b.Prev != nil && m.Position != *b.Prev {
+		return fmt.Errorf("%w: partition %d is at %v, the batch follows %v", ErrPosition, b.Partition, m.Position, *b.Prev)
+	}
+	return nil
+}
+
 // applyBatch returns the committer's step for b.
 func (s *Store) applyBatch(b *Batch) applyFunc {
 	return func(tx *bolt.Tx) (outcome, abort error) {
@@ -161,7 +178,7 @@ func (s *Store) applyBatch(b *Batch) applyFunc {
 		if err != nil {
 			return err, nil
 		}
-		if err := fence(pt.meta.Promised, b.Epoch); err != nil {
+		if err := admit(pt.meta, b); err != nil {
 			return err, nil
 		}
 		pt.meta.Promised = max(pt.meta.Promised, b.Epoch)

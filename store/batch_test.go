@@ -128,3 +128,25 @@ func TestWaitStopsOnContextButBatchStillCommits(t *testing.T) {
 	require.NoError(t, p.Err())
 	requireValue(t, s, 0, "k", "v")
 }
+
+func TestBatchNamingAnotherPreviousPositionIsRefused(t *testing.T) {
+	ctx := context.Background()
+	for name, cfg := range map[string]Config{"wal": {NoSync: true}, "bbolt only": {NoSync: true, MaxSize: 1 << 30}} {
+		cfg.Dir = t.TempDir()
+		s, err := Open(cfg)
+		require.NoError(t, err, name)
+		require.NoError(t, put(ctx, s, 0, 1, "a", "1"))
+		at := Position{Epoch: 1, LSN: 1}
+		for _, prev := range []Position{{Epoch: 1, LSN: 2}, {Epoch: 2, LSN: 1}, {}} {
+			err := s.Commit(ctx, &Batch{Partition: 0, Epoch: 1, Prev: &prev, Writes: []KV{{Key: []byte("a"), Value: []byte("x")}}})
+			require.ErrorIs(t, err, ErrPosition, "%s: prev %v", name, prev)
+		}
+		requireValue(t, s, 0, "a", "1")
+		require.NoError(t, s.Commit(ctx, &Batch{Partition: 0, Epoch: 1, Prev: &at, Writes: []KV{{Key: []byte("a"), Value: []byte("2")}}}), name)
+		requireValue(t, s, 0, "a", "2")
+		m, err := s.Meta(0)
+		require.NoError(t, err)
+		require.Equal(t, Position{Epoch: 1, LSN: 2}, m.Position, name)
+		require.NoError(t, s.Close())
+	}
+}

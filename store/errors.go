@@ -28,6 +28,10 @@ var (
 	// entry kind, a bad Config. The message names the offending value.
 	ErrInvalid = errors.New("store: invalid argument")
 
+	// ErrPosition is returned by Submit and Commit for a batch whose Prev is
+	// not the partition's position: the replica missed or reordered a batch.
+	ErrPosition = errors.New("store: batch does not follow the partition's position")
+
 	// ErrCorrupt is returned by reads when a stored record cannot be decoded.
 	ErrCorrupt = errors.New("store: corrupt record")
 )

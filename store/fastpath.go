@@ -33,7 +33,7 @@ func (s *Store) commitFast(group []*op) {
 				continue
 			}
 		}
-		if err := fence(m.Promised, b.Epoch); err != nil {
+		if err := admit(m, b); err != nil {
 			outcomes[i] = err
 			continue
 		}
