@@ -21,13 +21,14 @@ func (o *Owner) resume(p int, c store.Claim) bool {
 	return true
 }
 
-// startServing writes the start marker of claim c (an empty batch at c's
-// epoch) and begins serving. With RF = 1 the only replica is this node.
+// startServing commits the start marker of claim c (an empty batch at c's
+// epoch) on a majority of c's replicas and begins serving.
 func (o *Owner) startServing(p int, c store.Claim) error {
-	if err := o.store.Commit(o.ctx, &store.Batch{Partition: p, Epoch: c.Epoch}); err != nil {
+	pos, err := o.commitMarker(p, c)
+	if err != nil {
 		return err
 	}
-	if !o.parts[p].start(c, func() bool { return o.fenced(p, c) }) {
+	if !o.parts[p].start(c, pos, func() bool { return o.fenced(p, c) }) {
 		return fmt.Errorf("owner: partition %d: a higher epoch than %d is being promised", p, c.Epoch)
 	}
 	o.claims.Merge(p, c)

@@ -122,6 +122,51 @@ func DecodeChooseReply(b []byte) (ChooseReply, error) {
 	return m, finish(d, "chosen")
 }
 
+// Encode returns m's wire encoding.
+func (m Replicate) Encode() []byte {
+	var e wire.Encoder
+	b := m.Batch
+	e.Uvarint(uint64(b.Partition))
+	e.Uvarint(uint64(b.Epoch))
+	e.Bool(b.Prev != nil)
+	if b.Prev != nil {
+		EncodePosition(&e, *b.Prev)
+	}
+	e.Uvarint(uint64(len(b.Writes)))
+	for _, w := range b.Writes {
+		e.Bytes(w.Key)
+		e.Bool(w.Value != nil)
+		if w.Value != nil {
+			e.Bytes(w.Value)
+		}
+	}
+	e.Bytes(b.RequestID)
+	e.Bytes(b.Response)
+	return e.Out()
+}
+
+// DecodeReplicate decodes a Replicate.
+func DecodeReplicate(b []byte) (Replicate, error) {
+	d := wire.NewDecoder(b)
+	batch := store.Batch{Partition: DecodePartition(d), Epoch: epoch.Epoch(d.Uvarint())}
+	if d.Bool() {
+		prev := DecodePosition(d)
+		batch.Prev = &prev
+	}
+	n := d.Uvarint()
+	for i := uint64(0); i < n && d.Err() == nil; i++ {
+		w := store.KV{Key: d.Bytes()}
+		if d.Bool() {
+			if w.Value = d.Bytes(); w.Value == nil {
+				w.Value = []byte{} // an empty value, not a delete
+			}
+		}
+		batch.Writes = append(batch.Writes, w)
+	}
+	batch.RequestID, batch.Response = d.Bytes(), d.Bytes()
+	return Replicate{Batch: batch}, finish(d, "replicate")
+}
+
 func encodeMeta(e *wire.Encoder, m store.Meta) { e.Binary(m) }
 
 func decodeMeta(d *wire.Decoder) store.Meta {

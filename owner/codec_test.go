@@ -36,6 +36,16 @@ func TestMessagesRoundTrip(t *testing.T) {
 	cr, err := DecodeChooseReply(ChooseReply{Recorded: true, Meta: meta}.Encode())
 	require.NoError(t, err)
 	require.Equal(t, ChooseReply{Recorded: true, Meta: meta}, cr)
+
+	rep := Replicate{Batch: store.Batch{Partition: 5, Epoch: 7, Prev: &meta.Position, RequestID: []byte("r"), Response: []byte("ok"),
+		Writes: []store.KV{{Key: []byte("k"), Value: []byte("v")}, {Key: []byte("empty"), Value: []byte{}}, {Key: []byte("deleted")}}}}
+	r, err := DecodeReplicate(rep.Encode())
+	require.NoError(t, err)
+	require.Equal(t, rep, r)
+	rep.Batch.Prev = nil
+	r, err = DecodeReplicate(rep.Encode())
+	require.NoError(t, err)
+	require.Equal(t, rep, r)
 }
 
 func TestClaimsMergeKeepsHigherEpochAndRefusesOtherClusters(t *testing.T) {
@@ -67,6 +77,7 @@ func FuzzDecodeMessages(f *testing.F) {
 	f.Add(Prepare{P: 1, Ballot: 2, Base: store.Claim{Epoch: 1, Owner: "a"}}.Encode())
 	f.Add(Accept{P: 1, Value: store.Claim{Epoch: 2, Owner: "a", Replicas: []string{"a"}}}.Encode())
 	f.Add(PromiseReply{OK: true}.Encode())
+	f.Add(Replicate{Batch: store.Batch{Partition: 1, Epoch: 2, Prev: &store.Position{Epoch: 1, LSN: 3}, Writes: []store.KV{{Key: []byte("k")}}}}.Encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if m, err := DecodePrepare(b); err == nil && m.P >= 0 {
 			again, err := DecodePrepare(m.Encode())
@@ -76,6 +87,11 @@ func FuzzDecodeMessages(f *testing.F) {
 		if m, err := DecodeAccept(b); err == nil && m.P >= 0 {
 			_, err := DecodeAccept(m.Encode())
 			require.NoError(t, err)
+		}
+		if m, err := DecodeReplicate(b); err == nil && m.Batch.Partition >= 0 {
+			again, err := DecodeReplicate(m.Encode())
+			require.NoError(t, err)
+			require.Equal(t, m, again)
 		}
 		_, _ = DecodePromiseReply(b)
 		_, _ = DecodeAcceptReply(b)

@@ -30,6 +30,9 @@ type Transport interface {
 	Fetch(ctx context.Context, from string, p int, ballot epoch.Epoch, pos store.Position, after []byte) (entries []store.Entry, next []byte, err error)
 	// Handoff asks node to to acquire partition p now (graceful Leave).
 	Handoff(ctx context.Context, to string, p int) error
+	// Replicate sends an owner's batch to a replica of its claim and
+	// returns once the replica holds it durably (see HandleReplicate).
+	Replicate(ctx context.Context, to string, req Replicate) error
 }
 
 // Ring is the membership view the owner acts on; *ring.Ring implements it.
@@ -53,6 +56,9 @@ type Config struct {
 	Store *store.Store
 	// Transport reaches other nodes. Required.
 	Transport Transport
+	// ReplicationFactor is the cluster's replication factor, the ring's
+	// Fingerprint.RF. Zero means 1.
+	ReplicationFactor int
 	// Bootstrap creates a new cluster if the store holds none: a random
 	// cluster ID and the root claim (epoch 0, this node) of every partition.
 	// Exactly one node of a new cluster sets it; it is ignored when the
@@ -90,6 +96,7 @@ func (c *Config) validate() error {
 	if c.Partitions == 0 {
 		c.Partitions = ring.DefaultPartitions
 	}
+	c.ReplicationFactor = max(c.ReplicationFactor, 1)
 	c.SettleTime = orDefault(c.SettleTime, 300*time.Millisecond)
 	c.DrainTimeout = orDefault(c.DrainTimeout, 2*time.Second)
 	c.RequestTimeout = orDefault(c.RequestTimeout, c.DrainTimeout+2*time.Second)

@@ -16,4 +16,15 @@
 // Owner is the runtime around that core: it serves partitions, drains them
 // when another node prepares a higher epoch, and runs acquisitions through a
 // Transport supplied by the router.
+//
+// # Goroutines
+//
+// The pure core starts none. An Owner starts, and Close cancels and waits
+// for: the reconcile loop (Owner.run, from Start), which waits for a ring
+// view stable for SettleTime and reads the ring's and the claims' Changed
+// channels, the kicks channel and a timer; one attempt per partition being
+// acquired, resumed, released or finalized (Owner.attempt, from the loop
+// or HandleHandoff; at most 16 run at once); and one goroutine per protocol
+// message an attempt sends (in drive), which the attempt waits for. See
+// docs/ARCHITECTURE.md for every goroutine of the library.
 package owner

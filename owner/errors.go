@@ -24,6 +24,7 @@ var (
 // NotOwnerError says a node does not serve a partition and names the newest
 // claim it knows, so the caller can go there.
 type NotOwnerError struct {
+	// P is the partition.
 	P int
 	// Claim is the newest claim known; Claim.Owner is "" if none is known.
 	Claim store.Claim

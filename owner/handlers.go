@@ -115,6 +115,7 @@ func (o *Owner) learn(ctx context.Context, p int, c store.Claim) error {
 	// newer proposal reached this node, and may have synced this copy for
 	// itself (this node may own c's successor).
 	if !slices.Contains(c.Replicas, o.cfg.Self) && prev.Position != (store.Position{}) {
+		defer pt.forgetQueued()
 		return o.store.Drop(ctx, p, c.Epoch)
 	}
 	return nil
@@ -169,6 +170,7 @@ func (o *Owner) HandleSync(ctx context.Context, req Sync) error {
 		}
 		after = next
 	}
+	defer o.parts[req.P].forgetQueued()
 	return o.store.Install(ctx, req.P, req.Ballot, entries, req.Pos)
 }
 

@@ -24,7 +24,7 @@ func (o *Owner) Leave(ctx context.Context) error {
 	if len(rest) == 0 {
 		return nil // the last node keeps its data for its next start
 	}
-	next := ring.Place(rest, o.cfg.Partitions, 1)
+	next := ring.Place(rest, o.cfg.Partitions, o.cfg.ReplicationFactor)
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {

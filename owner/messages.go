@@ -10,9 +10,13 @@ import (
 // chosen before answering, so a replica never forgets, by accepting for a
 // newer base, that an older base already has a successor.
 type Prepare struct {
-	P      int
+	// P is the partition.
+	P int
+	// Ballot is the epoch the sender proposes; a replica promises it only
+	// if it is above its promise.
 	Ballot epoch.Epoch
-	Base   store.Claim
+	// Base is the final claim the sender wants to succeed.
+	Base store.Claim
 }
 
 // PromiseReply answers a Prepare. OK reports whether the promise was made;
@@ -20,21 +24,28 @@ type Prepare struct {
 // promise, the newest claim it knows to be chosen, the successor proposal it
 // accepted and the position of its data).
 type PromiseReply struct {
-	OK   bool
+	// OK reports whether the replica promised the ballot.
+	OK bool
+	// Meta is the replica's state after the Prepare.
 	Meta store.Meta
 }
 
 // Accept is Paxos phase 2: the sender asks a replica of Base to accept
 // Value, whose Epoch is the ballot.
 type Accept struct {
-	P     int
-	Base  store.Claim
+	// P is the partition.
+	P int
+	// Base is the final claim that Value succeeds.
+	Base store.Claim
+	// Value is the proposed successor; Value.Epoch is the ballot.
 	Value store.Claim
 }
 
 // AcceptReply answers an Accept.
 type AcceptReply struct {
-	OK   bool
+	// OK reports whether the replica accepted the value.
+	OK bool
+	// Meta is the replica's state after the Accept.
 	Meta store.Meta
 }
 
@@ -44,11 +55,17 @@ type AcceptReply struct {
 // claim, or holds data written after Base, refuses, so that a proposer
 // working from an old base never rolls back a newer owner's data.
 type Sync struct {
-	P      int
+	// P is the partition.
+	P int
+	// Ballot is the proposal's ballot; the copy is installed under it.
 	Ballot epoch.Epoch
-	Base   epoch.Epoch
+	// Base is the epoch of the proposal's base claim.
+	Base epoch.Epoch
+	// Source is the node to copy from: the promiser with the highest
+	// position.
 	Source string
-	Pos    store.Position
+	// Pos is the position of Source's data that the copy must have.
+	Pos store.Position
 }
 
 // Choose tells a replica that Claim was chosen for partition P. With Final
@@ -56,8 +73,11 @@ type Sync struct {
 // claim is being made final); with Final set the claim is final and the
 // receiver may act on it.
 type Choose struct {
-	P     int
+	// P is the partition.
+	P int
+	// Claim is the chosen claim.
 	Claim store.Claim
+	// Final reports that Claim is known to be final.
 	Final bool
 }
 
@@ -66,6 +86,9 @@ type Choose struct {
 // the claim's epoch and knew no newer chosen claim. Meta is the replica's
 // state after the Choose.
 type ChooseReply struct {
+	// Recorded reports whether the record counts toward making the claim
+	// final.
 	Recorded bool
-	Meta     store.Meta
+	// Meta is the replica's state after the Choose.
+	Meta store.Meta
 }

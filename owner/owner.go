@@ -233,7 +233,7 @@ func (o *Owner) reconcile(t *ring.Table, now time.Time) time.Duration {
 		steps = append(steps, Step{P: p, Action: Finalize, Claim: c})
 	}
 	steps = append(steps, Plan(o.cfg.Self, t, o.claims.Snapshot(),
-		o.Serving, o.fenced)...)
+		o.Serving, o.fenced, func(p int) bool { return o.parts[p].dueResync(now) })...)
 	for _, s := range steps {
 		if s.Action == Acquire && !o.synced.Load() {
 			continue

@@ -8,6 +8,10 @@ import (
 	"github.com/singlewriter/singlewriter/store"
 )
 
+// resyncInterval is the shortest time a claim is served before a lagging
+// replica makes the owner acquire the partition again to resync it.
+const resyncInterval = 5 * time.Second
+
 // partition is the runtime state of one partition on this node.
 type partition struct {
 	p int
@@ -32,6 +36,45 @@ type partition struct {
 	failures int
 	// seen is the highest epoch this node has seen refuse it.
 	seen epoch.Epoch
+	// pos is the position of the last batch submitted under the served
+	// claim, when it has other replicas: the next batch follows it.
+	pos store.Position
+	// lagging is set when a replica did not confirm a batch of the served
+	// claim: a new claim must sync the replicas again. servedSince is when
+	// serving the claim began.
+	lagging     bool
+	servedSince time.Time
+
+	// On a replica: queued is the position of the last batch queued in the
+	// store here (valid if queuedKnown); turn is closed when it moves.
+	queued      store.Position
+	queuedKnown bool
+	turn        chan struct{}
+}
+
+// markLagging records that a replica missed a batch of the served claim.
+func (pt *partition) markLagging() {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	pt.lagging = true
+}
+
+// dueResync reports whether a replica lags and the served claim is old
+// enough (resyncInterval) for a new claim to resync it: a replica that is
+// down but still a member lags at every write, and each resync drains the
+// partition.
+func (pt *partition) dueResync(now time.Time) bool {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	return pt.serving && pt.lagging && now.Sub(pt.servedSince) >= resyncInterval
+}
+
+// forgetQueued makes the next replicated batch re-read the store's
+// position: it changed other than by a batch queued here.
+func (pt *partition) forgetQueued() {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	pt.queuedKnown = false
 }
 
 // Lease is the right to run one call on a served partition at Epoch.
@@ -90,18 +133,18 @@ func (pt *partition) servedClaim() (store.Claim, bool) {
 	return pt.claim, pt.serving
 }
 
-// start begins serving c unless a Prepare is being handled or fenced
+// start begins serving c, whose start marker left the data at pos, unless a Prepare is being handled or fenced
 // reports that a higher epoch was promised. The check and the switch are
 // one step under mu, and HandlePrepare holds preparing from before its
 // drain until its promise is durable: so either serving starts before the
 // drain (which then stops it) or the check sees the Prepare or its promise.
-func (pt *partition) start(c store.Claim, fenced func() bool) bool {
+func (pt *partition) start(c store.Claim, pos store.Position, fenced func() bool) bool {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	if pt.preparing > 0 || fenced() {
 		return false
 	}
-	pt.serving, pt.claim = true, c
+	pt.serving, pt.claim, pt.pos, pt.lagging, pt.servedSince = true, c, pos, false, time.Now()
 	return true
 }
 

@@ -49,11 +49,16 @@ type Outcome struct {
 // Message is an outgoing protocol message of a Proposer. Exactly one of the
 // pointer fields is set.
 type Message struct {
-	To      string
+	// To is the receiving node's name.
+	To string
+	// Prepare is set for phase 1.
 	Prepare *Prepare
-	Accept  *Accept
-	Sync    *Sync
-	Choose  *Choose
+	// Accept is set for phase 2.
+	Accept *Accept
+	// Sync is set for a data copy.
+	Sync *Sync
+	// Choose is set to record or announce a chosen claim.
+	Choose *Choose
 }
 
 // Proposer is one attempt of node self to have a successor of base chosen

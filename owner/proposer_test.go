@@ -119,10 +119,31 @@ func TestPlanResumesOwnClaimsAcquiresDesiredOnesAndReleasesSuperseded(t *testing
 		return store.Claim{}, false
 	}
 	fenced := func(p int, c store.Claim) bool { return p == 2 }
-	steps := Plan("me", tbl, claims, serving, fenced)
+	steps := Plan("me", tbl, claims, serving, fenced, func(int) bool { return false })
 	require.Equal(t, []Step{
 		{P: 0, Action: Resume, Claim: claims[0]},
 		{P: 1, Action: Acquire, Claim: claims[1]},
 		{P: 3, Action: Release, Claim: claims[3]},
+	}, steps)
+}
+
+func TestPlanAcquiresReplicatedClaimsAgainInsteadOfResumingOrWhenReplicasChange(t *testing.T) {
+	tbl := &ring.Table{
+		Owners:   []string{"me", "me", "me", "me"},
+		Replicas: [][]string{{"me", "b", "c"}, {"me", "b", "c"}, {"me", "c", "b"}, {"me", "b", "c"}},
+	}
+	claims := []store.Claim{
+		{Epoch: 3, Owner: "me", Replicas: []string{"me", "b", "c"}}, // ours, replicated, not served: acquire
+		{Epoch: 4, Owner: "me", Replicas: []string{"me", "b", "d"}}, // served; d left the ring: acquire
+		{Epoch: 5, Owner: "me", Replicas: []string{"me", "b", "c"}}, // served, same set in another order: nothing
+		{Epoch: 6, Owner: "me", Replicas: []string{"me", "b", "c"}}, // served, a replica lags: acquire
+	}
+	serving := func(p int) (store.Claim, bool) { return claims[p], p > 0 }
+	lagging := func(p int) bool { return p == 3 }
+	steps := Plan("me", tbl, claims, serving, func(int, store.Claim) bool { return false }, lagging)
+	require.Equal(t, []Step{
+		{P: 0, Action: Acquire, Claim: claims[0]},
+		{P: 1, Action: Acquire, Claim: claims[1]},
+		{P: 3, Action: Acquire, Claim: claims[3]},
 	}, steps)
 }

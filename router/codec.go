@@ -18,6 +18,7 @@ const (
 	msgChoose
 	msgFetch
 	msgHandoff
+	msgReplicate
 )
 
 // status is the outcome of a call at the node that received it.

@@ -37,6 +37,14 @@ type Config struct {
 	// Partitions is the fixed number of partitions. All nodes must agree.
 	// Zero means 271.
 	Partitions int
+	// ReplicationFactor is the number of copies of each partition: its
+	// owner and ReplicationFactor-1 backups, chosen per partition among the
+	// other members. 1, 3 or 5; all nodes must agree. Zero means 1. With 1,
+	// a crashed node's partitions wait for it to restart; with 3 (5), a
+	// partition survives the crash of 1 (2) of its replicas, and every call
+	// waits for a majority of them. A cluster smaller than the factor keeps
+	// a copy on every node.
+	ReplicationFactor int
 	// MaxPayload bounds a call's payload in bytes; larger ones fail before
 	// they are sent. Zero means 1 MiB.
 	MaxPayload int
@@ -90,6 +98,13 @@ func (c *Config) validate() error {
 	}
 	if c.Partitions < 1 {
 		return fmt.Errorf("router: Config.Partitions is %d, want > 0", c.Partitions)
+	}
+	switch c.ReplicationFactor {
+	case 0:
+		c.ReplicationFactor = 1
+	case 1, 3, 5:
+	default:
+		return fmt.Errorf("router: Config.ReplicationFactor is %d, want 1, 3 or 5", c.ReplicationFactor)
 	}
 	if c.MaxPayload == 0 {
 		c.MaxPayload = 1 << 20

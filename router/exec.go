@@ -148,6 +148,9 @@ func (pe *partExec) run(n *Node, j *job) {
 		return
 	}
 	if body, ok, err := n.store.Response(pe.p, j.req.ID); err != nil || ok {
+		if err == nil {
+			err = confirm(n, lease)
+		}
 		lease.Release()
 		j.done <- committed(body, err)
 		return
@@ -170,7 +173,7 @@ func (pe *partExec) run(n *Node, j *job) {
 
 // submit records the call's writes in the overlay and sends its commit.
 func (pe *partExec) submit(n *Node, j *job, lease owner.Lease, st *State, body []byte) {
-	b := &store.Batch{Partition: pe.p, Epoch: lease.Epoch, RequestID: j.req.ID, Response: body}
+	b := &store.Batch{Partition: pe.p, RequestID: j.req.ID, Response: body}
 	key, id := string(j.req.Key), string(j.req.ID)
 	var w *pendingWrite
 	pr := &pendingResponse{body: body, done: make(chan struct{})}
@@ -182,7 +185,7 @@ func (pe *partExec) submit(n *Node, j *job, lease owner.Lease, st *State, body [
 	}
 	pe.responses[id] = pr
 	pe.mu.Unlock()
-	pending := n.store.Submit(b)
+	pending := n.owner.Submit(lease, b)
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -222,6 +225,18 @@ func (pe *partExec) state(n *Node, key []byte, e epoch.Epoch) (*State, error) {
 	}
 	v, ok, err := n.store.Get(pe.p, key)
 	return &State{old: v, found: ok}, err
+}
+
+// confirm commits an empty batch under lease and waits for it: once a
+// majority of the replicas hold it they hold every earlier batch too
+// (replicas apply in order), so a stored response found here may be
+// returned. Without it, a retry could return the response of a commit that
+// only this node holds (its replication failed): an acknowledgement that a
+// takeover can lose.
+func confirm(n *Node, lease owner.Lease) error {
+	c := n.owner.Submit(lease, &store.Batch{Partition: lease.P})
+	<-c.Done()
+	return c.Err()
 }
 
 // callHandler runs h, turning a panic into an error.

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -18,11 +19,19 @@ type testCluster struct {
 	nodes []*Node
 	// setup registers handlers on a node before it starts.
 	setup func(n *Node)
+	// rf is the nodes' ReplicationFactor.
+	rf int
 }
 
 func newTestCluster(t testing.TB, size int, setup func(n *Node)) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, dir: t.TempDir(), setup: setup}
+	return newReplicatedCluster(t, size, 1, setup)
+}
+
+// newReplicatedCluster starts size nodes with replication factor rf.
+func newReplicatedCluster(t testing.TB, size, rf int, setup func(n *Node)) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, dir: t.TempDir(), setup: setup, rf: rf}
 	for i := range size {
 		c.add(fmt.Sprintf("n%d", i), i == 0)
 	}
@@ -38,13 +47,14 @@ func (c *testCluster) config(name string, bootstrap bool) Config {
 		}
 	}
 	return Config{
-		Name:             name,
-		DataDir:          filepath.Join(c.dir, name),
-		Seeds:            seeds,
-		Bootstrap:        bootstrap,
-		SettleTime:       50 * time.Millisecond,
-		DrainTimeout:     time.Second,
-		PushPullInterval: 200 * time.Millisecond,
+		Name:              name,
+		DataDir:           filepath.Join(c.dir, name),
+		Seeds:             seeds,
+		Bootstrap:         bootstrap,
+		ReplicationFactor: c.rf,
+		SettleTime:        50 * time.Millisecond,
+		DrainTimeout:      time.Second,
+		PushPullInterval:  200 * time.Millisecond,
 	}
 }
 
@@ -81,7 +91,8 @@ func (c *testCluster) live() []*Node {
 }
 
 // waitConverged waits until every live node sees every live node, every
-// partition is served by its desired owner, and all nodes agree on claims.
+// partition is served by its desired owner with its desired replica set,
+// and all nodes agree on claims.
 func (c *testCluster) waitConverged() {
 	c.t.Helper()
 	live := c.live()
@@ -99,6 +110,9 @@ func (c *testCluster) waitConverged() {
 				cl, ok := n.Owner(p)
 				if !ok || cl.Owner != want {
 					return fmt.Errorf("%s: partition %d claimed by %q, desired %q", n.Name(), p, cl.Owner, want)
+				}
+				if !slices.Equal(slices.Sorted(slices.Values(cl.Replicas)), slices.Sorted(slices.Values(t.Replicas[p]))) {
+					return fmt.Errorf("%s: partition %d has replicas %v, desired %v", n.Name(), p, cl.Replicas, t.Replicas[p])
 				}
 			}
 			if owner := c.node(want); owner != nil {

@@ -60,14 +60,15 @@ func New(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, store: st, handlers: map[string]Handler{}}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.owner, err = owner.New(owner.Config{
-		Self:         cfg.Name,
-		Partitions:   cfg.Partitions,
-		Store:        st,
-		Transport:    transport{n},
-		Bootstrap:    cfg.Bootstrap,
-		SettleTime:   cfg.SettleTime,
-		DrainTimeout: cfg.DrainTimeout,
-		Logger:       cfg.Logger.With("node", cfg.Name),
+		Self:              cfg.Name,
+		Partitions:        cfg.Partitions,
+		Store:             st,
+		ReplicationFactor: cfg.ReplicationFactor,
+		Transport:         transport{n},
+		Bootstrap:         cfg.Bootstrap,
+		SettleTime:        cfg.SettleTime,
+		DrainTimeout:      cfg.DrainTimeout,
+		Logger:            cfg.Logger.With("node", cfg.Name),
 	})
 	if err != nil {
 		st.Close()
@@ -93,7 +94,7 @@ func (n *Node) handler(method string) Handler {
 
 // fingerprint is what two nodes must share to talk.
 func (n *Node) fingerprint() ring.Fingerprint {
-	return ring.Fingerprint{Cluster: n.cfg.Cluster, Partitions: n.cfg.Partitions, RF: 1, PlacementVersion: placementVersion}
+	return ring.Fingerprint{Cluster: n.cfg.Cluster, Partitions: n.cfg.Partitions, RF: n.cfg.ReplicationFactor, PlacementVersion: placementVersion}
 }
 
 // Start listens for RPCs, joins the gossip through the seeds (until ctx

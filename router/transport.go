@@ -72,6 +72,12 @@ func (t transport) Handoff(ctx context.Context, to string, p int) error {
 	return err
 }
 
+// Replicate implements owner.Transport.
+func (t transport) Replicate(ctx context.Context, to string, req owner.Replicate) error {
+	_, err := t.call(ctx, to, msgReplicate, req.Encode())
+	return err
+}
+
 // serve answers one RPC from another node. Errors go back as the RPC's
 // error; a call's own outcome travels in its response's status.
 func (n *Node) serve(ctx context.Context, typ uint8, body []byte) ([]byte, error) {
@@ -126,6 +132,12 @@ func (n *Node) serve(ctx context.Context, typ uint8, body []byte) ([]byte, error
 			return nil, err
 		}
 		return nil, n.owner.HandleHandoff(p)
+	case msgReplicate:
+		req, err := owner.DecodeReplicate(body)
+		if err != nil {
+			return nil, err
+		}
+		return nil, n.owner.HandleReplicate(ctx, req)
 	}
 	return nil, fmt.Errorf("router: unknown message type %d", typ)
 }

@@ -1,0 +1,241 @@
+package owner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/singlewriter/singlewriter/epoch"
+	"github.com/singlewriter/singlewriter/store"
+)
+
+// replicaTurnWait bounds how long a replica holds a batch whose predecessor
+// has not arrived yet (batches of one owner may arrive out of order over
+// concurrent requests) before refusing it.
+const replicaTurnWait = time.Second
+
+// ErrNoQuorum is returned (wrapped) by a Commit that fewer than a majority
+// of the claim's replicas made durable; the write may or may not survive.
+var ErrNoQuorum = errors.New("owner: a majority of the replicas did not confirm the write")
+
+// Replicate asks a replica of partition Batch.Partition's served claim to
+// apply Batch, which names the position it follows (Batch.Prev): replicas
+// apply an owner's batches in the owner's order and refuse the rest.
+type Replicate struct {
+	// Batch is the owner's batch, at the served claim's epoch.
+	Batch store.Batch
+}
+
+// Commit is the handle of a batch committed under a Lease.
+type Commit struct {
+	// local decides alone when the claim has a single replica (done nil).
+	local *store.Pending
+	done  chan struct{}
+	// err is written once, before done is closed.
+	err error
+}
+
+// Done is closed once the outcome is known.
+func (c *Commit) Done() <-chan struct{} {
+	if c.done == nil {
+		return c.local.Done()
+	}
+	return c.done
+}
+
+// Err returns the outcome, valid after Done: nil means a majority of the
+// claim's replicas hold the batch durably; an error matching epoch.ErrStale
+// means a replica promised a newer epoch (this owner was replaced).
+func (c *Commit) Err() error {
+	if c.done == nil {
+		return c.local.Err()
+	}
+	return c.err
+}
+
+// Submit commits b under lease l: b.Epoch is set to the lease's epoch, the
+// batch is committed here and, if the served claim has other replicas,
+// sent to them, each applying it only after every earlier batch of the
+// claim (b.Prev). It returns at once; the Commit reports when a majority
+// holds the batch. Calls commit in the order they call Submit.
+func (o *Owner) Submit(l Lease, b *store.Batch) *Commit {
+	b.Epoch = l.Epoch
+	pt := l.part
+	pt.mu.Lock()
+	others := otherReplicas(pt.claim, o.cfg.Self)
+	if pt.claim.Epoch != l.Epoch || len(others) == 0 {
+		// A single replica, or a lease of an older claim than the one now
+		// served (its batch is refused by the fence, not replicated).
+		pending := o.store.Submit(b)
+		pt.mu.Unlock()
+		return &Commit{local: pending}
+	}
+	prev := pt.pos
+	b.Prev = &prev
+	pt.pos = store.Position{Epoch: l.Epoch, LSN: prev.LSN + 1}
+	pending := o.store.Submit(b)
+	pt.mu.Unlock()
+	return o.replicate(b, pending, others, len(pt.claim.Replicas))
+}
+
+// otherReplicas returns c's replicas other than self.
+func otherReplicas(c store.Claim, self string) []string {
+	var others []string
+	for _, r := range c.Replicas {
+		if r != self {
+			others = append(others, r)
+		}
+	}
+	return others
+}
+
+// replicate sends b to others and returns a Commit that completes once a
+// majority of the n replicas (this node's commit, local, included) hold b,
+// or once that can no longer happen.
+func (o *Owner) replicate(b *store.Batch, local *store.Pending, others []string, n int) *Commit {
+	c := &Commit{done: make(chan struct{})}
+	results := make(chan error, len(others)+1)
+	for _, to := range others {
+		o.wg.Add(1)
+		go func() {
+			defer o.wg.Done()
+			ctx, cancel := context.WithTimeout(o.ctx, o.cfg.RequestTimeout)
+			defer cancel()
+			results <- o.cfg.Transport.Replicate(ctx, to, Replicate{Batch: *b})
+		}()
+	}
+	o.wg.Add(1)
+	go func() {
+		defer o.wg.Done()
+		<-local.Done()
+		results <- local.Err()
+		need := n/2 + 1
+		var acks, answers int
+		var errs []error
+		for acks < need && answers < n && acks+n-answers >= need {
+			err := <-results
+			answers++
+			if err == nil {
+				acks++
+				continue
+			}
+			errs = append(errs, err)
+		}
+		if acks < need {
+			c.err = quorumError(b, errs)
+			o.parts[b.Partition].markLagging()
+		}
+		close(c.done)
+	}()
+	return c
+}
+
+// quorumError is a failed Commit's error: stale if any replica refused the
+// epoch (this owner was replaced), else ErrNoQuorum with the causes.
+func quorumError(b *store.Batch, errs []error) error {
+	for _, err := range errs {
+		if errors.Is(err, epoch.ErrStale) {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: partition %d at epoch %d: %w", ErrNoQuorum, b.Partition, b.Epoch, errors.Join(errs...))
+}
+
+// commitMarker commits claim c's start marker (an empty batch at c's epoch)
+// on a majority of c's replicas and returns the position after it.
+func (o *Owner) commitMarker(p int, c store.Claim) (store.Position, error) {
+	m, err := o.store.Meta(p)
+	if err != nil {
+		return store.Position{}, err
+	}
+	b := &store.Batch{Partition: p, Epoch: c.Epoch}
+	others := otherReplicas(c, o.cfg.Self)
+	if len(others) == 0 {
+		return store.Position{}, o.store.Commit(o.ctx, b)
+	}
+	b.Prev = &m.Position
+	commit := o.replicate(b, o.store.Submit(b), others, len(c.Replicas))
+	select {
+	case <-commit.Done():
+	case <-o.ctx.Done():
+		return store.Position{}, ErrClosed
+	}
+	return store.Position{Epoch: c.Epoch, LSN: m.Position.LSN + 1}, commit.Err()
+}
+
+// HandleReplicate applies an owner's batch on this replica once every
+// earlier batch of the owner has been queued here, and returns when it is
+// durable. It refuses a batch below its promise (the fence) and one that
+// does not follow its position (store.ErrPosition): a replica that missed
+// a batch refuses the rest until a new claim syncs it.
+func (o *Owner) HandleReplicate(ctx context.Context, req Replicate) error {
+	b := &req.Batch
+	if err := o.checkPartition(b.Partition); err != nil {
+		return err
+	}
+	if b.Prev == nil {
+		return fmt.Errorf("owner: replicated batch of partition %d names no previous position", b.Partition)
+	}
+	pt := o.parts[b.Partition]
+	ctx, cancel := context.WithTimeout(ctx, replicaTurnWait)
+	defer cancel()
+	pending, err := pt.applyInTurn(ctx, b, func() (store.Position, error) {
+		m, err := o.store.Meta(b.Partition)
+		return m.Position, err
+	}, o.store.Submit)
+	if err != nil {
+		return err
+	}
+	if err := pending.Wait(context.Background()); err != nil {
+		pt.forgetQueued() // the store did not move: re-read it
+		return err
+	}
+	return nil
+}
+
+// applyInTurn submits b once the last batch queued here is b.Prev, waiting
+// for its predecessors while ctx lasts. position reads the store's
+// position, for when the partition's queue position is unknown or in
+// doubt.
+func (pt *partition) applyInTurn(ctx context.Context, b *store.Batch, position func() (store.Position, error), submit func(*store.Batch) *store.Pending) (*store.Pending, error) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	reread := false
+	for {
+		if !pt.queuedKnown {
+			pos, err := position()
+			if err != nil {
+				return nil, err
+			}
+			pt.queued, pt.queuedKnown = pos, true
+		}
+		switch {
+		case pt.queued == *b.Prev:
+			pt.queued = store.Position{Epoch: b.Epoch, LSN: b.Prev.LSN + 1}
+			pending := submit(b)
+			if pt.turn != nil {
+				close(pt.turn)
+				pt.turn = nil
+			}
+			return pending, nil
+		case b.Prev.LSN > pt.queued.LSN: // its predecessors are on their way
+			if pt.turn == nil {
+				pt.turn = make(chan struct{})
+			}
+			turn := pt.turn
+			pt.mu.Unlock()
+			select {
+			case <-turn:
+				pt.mu.Lock()
+			case <-ctx.Done():
+				pt.mu.Lock()
+				return nil, fmt.Errorf("%w: partition %d: the batches between %v and %v did not arrive: %w", store.ErrPosition, b.Partition, pt.queued, *b.Prev, ctx.Err())
+			}
+		case !reread: // an install, a drop or a refused batch may have moved the store
+			pt.queuedKnown, reread = false, true
+		default:
+			return nil, fmt.Errorf("%w: partition %d is at %v, the batch follows %v", store.ErrPosition, b.Partition, pt.queued, *b.Prev)
+		}
+	}
+}

@@ -1,0 +1,181 @@
+package router
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// ledger records, per key, the increments a workload attempted and the
+// highest counter value an acknowledged call returned.
+type ledger struct {
+	mu       sync.Mutex
+	attempts map[string]int
+	acked    map[string]uint64
+	// lastOK and gaps measure unavailability: per key, the time of the last
+	// acknowledged call, and the longest time between two of them.
+	lastOK map[string]time.Time
+	gaps   map[string]time.Duration
+}
+
+func newLedger() *ledger {
+	return &ledger{attempts: map[string]int{}, acked: map[string]uint64{}, lastOK: map[string]time.Time{}, gaps: map[string]time.Duration{}}
+}
+
+// incrementUntil runs one writer per key, each incrementing its key
+// through the live nodes in turn, until stop is closed: a key's gaps then
+// measure its own partition's unavailability.
+func (l *ledger) incrementUntil(c *testCluster, keys []string, stop <-chan struct{}) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for _, key := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				live := c.live()
+				entry := live[i%len(live)]
+				l.mu.Lock()
+				l.attempts[key]++
+				l.mu.Unlock()
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				v, err := entry.Call(ctx, []byte(key), "inc", nil)
+				cancel()
+				if err != nil {
+					continue // unknown outcome: may or may not have applied
+				}
+				now := time.Now()
+				l.mu.Lock()
+				l.acked[key] = max(l.acked[key], binary.BigEndian.Uint64(v))
+				if last, ok := l.lastOK[key]; ok {
+					l.gaps[key] = max(l.gaps[key], now.Sub(last))
+				}
+				l.lastOK[key] = now
+				l.mu.Unlock()
+			}
+		}()
+	}
+	return &wg
+}
+
+// acks returns the number of acknowledged increments so far.
+func (l *ledger) acks() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var n uint64
+	for _, v := range l.acked {
+		n += v
+	}
+	return n
+}
+
+// requireNothingLost reads every key through n and checks that it holds at
+// least its highest acknowledged value and at most its attempts.
+func (l *ledger) requireNothingLost(t *testing.T, n *Node) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for key, acked := range l.acked {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		v, err := n.Call(ctx, []byte(key), "get", nil)
+		cancel()
+		require.NoError(t, err, key)
+		require.Len(t, v, 8, key)
+		got := binary.BigEndian.Uint64(v)
+		require.GreaterOrEqual(t, got, acked, "key %s: an acknowledged increment was lost", key)
+		require.LessOrEqual(t, got, uint64(l.attempts[key]), "key %s: more increments than attempts", key)
+	}
+}
+
+func TestReplicatedClusterLosesNothingWhenANodeCrashesUnderTraffic(t *testing.T) {
+	c := newReplicatedCluster(t, 5, 3, func(n *Node) {
+		n.Handle("inc", counter)
+		n.Handle("get", get)
+	})
+	victim := c.nodes[3]
+	// Keys spread over many partitions, some owned by the victim.
+	var keys []string
+	victimOwned := map[string]bool{}
+	for i := 0; len(keys) < 60; i++ {
+		k := fmt.Sprintf("acct-%d", i)
+		keys = append(keys, k)
+		if cl, _ := victim.Owner(victim.Partition([]byte(k))); cl.Owner == victim.Name() {
+			victimOwned[k] = true
+		}
+	}
+	require.NotEmpty(t, victimOwned, "no key on the victim")
+
+	l := newLedger()
+	stop := make(chan struct{})
+	writers := l.incrementUntil(c, keys, stop)
+	waitFor(t, 30*time.Second, func() error {
+		if n := l.acks(); n < 600 {
+			return fmt.Errorf("%d acknowledged increments", n)
+		}
+		return nil
+	})
+	crashedAt := time.Now()
+	require.NoError(t, victim.Close()) // no Leave: a crash, as far as the others can tell
+	// Every key, the victim's included, is acknowledged again after the
+	// crash: its partitions were taken over from their surviving replicas.
+	waitFor(t, 60*time.Second, func() error {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, k := range keys {
+			if !l.lastOK[k].After(crashedAt) {
+				return fmt.Errorf("key %s not acknowledged since the crash", k)
+			}
+		}
+		return nil
+	})
+	afterTakeover := l.acks()
+	waitFor(t, 30*time.Second, func() error {
+		if n := l.acks(); n < afterTakeover+300 {
+			return fmt.Errorf("%d acknowledged increments", n)
+		}
+		return nil
+	})
+	close(stop)
+	writers.Wait()
+
+	c.waitConverged() // every partition back to 3 replicas, none on the victim
+	for _, n := range c.live() {
+		for p := range n.cfg.Partitions {
+			if cl, ok := n.Serving(p); ok {
+				require.Len(t, cl.Replicas, 3)
+				require.NotContains(t, cl.Replicas, victim.Name())
+			}
+		}
+	}
+	l.requireNothingLost(t, c.nodes[0])
+
+	logGaps(t, "victim's keys", l, func(k string) bool { return victimOwned[k] })
+	logGaps(t, "other keys", l, func(k string) bool { return !victimOwned[k] })
+}
+
+// logGaps logs the distribution, over the keys selected, of each key's
+// longest time without an acknowledged call.
+func logGaps(t *testing.T, what string, l *ledger, selected func(key string) bool) {
+	var gaps []time.Duration
+	for k, g := range l.gaps {
+		if selected(k) {
+			gaps = append(gaps, g)
+		}
+	}
+	if len(gaps) == 0 {
+		return
+	}
+	slices.Sort(gaps)
+	t.Logf("%s: longest gap between acknowledgements, %d keys: min %s, median %s, max %s",
+		what, len(gaps), gaps[0].Round(time.Millisecond), gaps[len(gaps)/2].Round(time.Millisecond), gaps[len(gaps)-1].Round(time.Millisecond))
+}
