@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"net"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/singlewriter/singlewriter/internal/faultnet"
 	"github.com/stretchr/testify/require"
 )
 
@@ -21,6 +23,9 @@ type testCluster struct {
 	setup func(n *Node)
 	// rf is the nodes' ReplicationFactor.
 	rf int
+	// nets, if not nil, gives node i the loopback IP 127.0.1.(i+1) and a
+	// faultnet network there, to cut links.
+	nets map[string]*faultnet.Net
 }
 
 func newTestCluster(t testing.TB, size int, setup func(n *Node)) *testCluster {
@@ -31,7 +36,17 @@ func newTestCluster(t testing.TB, size int, setup func(n *Node)) *testCluster {
 // newReplicatedCluster starts size nodes with replication factor rf.
 func newReplicatedCluster(t testing.TB, size, rf int, setup func(n *Node)) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, dir: t.TempDir(), setup: setup, rf: rf}
+	return startCluster(t, &testCluster{t: t, dir: t.TempDir(), setup: setup, rf: rf}, size)
+}
+
+// newFaultyCluster is newReplicatedCluster with a faultnet network per node.
+func newFaultyCluster(t testing.TB, size, rf int, setup func(n *Node)) *testCluster {
+	t.Helper()
+	return startCluster(t, &testCluster{t: t, dir: t.TempDir(), setup: setup, rf: rf, nets: map[string]*faultnet.Net{}}, size)
+}
+
+func startCluster(t testing.TB, c *testCluster, size int) *testCluster {
+	t.Helper()
 	for i := range size {
 		c.add(fmt.Sprintf("n%d", i), i == 0)
 	}
@@ -46,7 +61,7 @@ func (c *testCluster) config(name string, bootstrap bool) Config {
 			seeds = append(seeds, n.GossipAddr())
 		}
 	}
-	return Config{
+	cfg := Config{
 		Name:              name,
 		DataDir:           filepath.Join(c.dir, name),
 		Seeds:             seeds,
@@ -55,6 +70,30 @@ func (c *testCluster) config(name string, bootstrap bool) Config {
 		SettleTime:        50 * time.Millisecond,
 		DrainTimeout:      time.Second,
 		PushPullInterval:  200 * time.Millisecond,
+	}
+	if c.nets != nil {
+		fn := faultnet.New(net.IPv4(127, 0, 1, byte(len(c.nets)+1)), uint64(len(c.nets)))
+		c.nets[name] = fn
+		cfg.Network = fn
+		cfg.GossipAddr, cfg.RPCAddr = fn.IP().String()+":0", fn.IP().String()+":0"
+	}
+	return cfg
+}
+
+// isolate cuts every link between node name and the others.
+func (c *testCluster) isolate(name string) {
+	for other, fn := range c.nets {
+		if other != name {
+			fn.Block(c.nets[name].IP())
+			c.nets[name].Block(fn.IP())
+		}
+	}
+}
+
+// heal removes every network rule.
+func (c *testCluster) heal() {
+	for _, fn := range c.nets {
+		fn.Heal()
 	}
 }
 

@@ -179,3 +179,51 @@ func logGaps(t *testing.T, what string, l *ledger, selected func(key string) boo
 	t.Logf("%s: longest gap between acknowledgements, %d keys: min %s, median %s, max %s",
 		what, len(gaps), gaps[0].Round(time.Millisecond), gaps[len(gaps)/2].Round(time.Millisecond), gaps[len(gaps)-1].Round(time.Millisecond))
 }
+
+func TestIsolatedOwnerCannotCommitAndTheMajorityTakesOver(t *testing.T) {
+	c := newFaultyCluster(t, 5, 3, func(n *Node) {
+		n.Handle("inc", counter)
+		n.Handle("get", get)
+	})
+	x := c.nodes[2]
+	var key []byte
+	for i := 0; key == nil; i++ {
+		k := fmt.Appendf(nil, "acct-%d", i)
+		if cl, _ := x.Owner(x.Partition(k)); cl.Owner == x.Name() {
+			key = k
+		}
+	}
+	p := x.Partition(key)
+	before, _ := x.Serving(p)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for range 5 {
+		_, err := c.nodes[0].Call(ctx, key, "inc", nil)
+		require.NoError(t, err)
+	}
+
+	c.isolate(x.Name())
+	// The isolated owner still believes it serves p, runs the handler and
+	// commits locally, but no other replica confirms: nothing is
+	// acknowledged.
+	short, cancelShort := context.WithTimeout(ctx, 2*time.Second)
+	_, err := x.Call(short, key, "inc", nil)
+	cancelShort()
+	require.ErrorIs(t, err, ErrUnavailable)
+
+	// The majority side detects the loss, takes p over from the two other
+	// replicas and serves it at a higher epoch, with every acknowledged
+	// increment.
+	v, err := c.nodes[0].Call(ctx, key, "inc", nil)
+	require.NoError(t, err)
+	require.Equal(t, uint64(6), binary.BigEndian.Uint64(v), "the isolated owner's unconfirmed increment is not in the data")
+	after, _ := c.nodes[0].Owner(p)
+	require.NotEqual(t, x.Name(), after.Owner)
+	require.Greater(t, after.Epoch, before.Epoch)
+
+	c.heal()
+	c.waitConverged()
+	v, err = c.nodes[1].Call(ctx, key, "get", nil)
+	require.NoError(t, err)
+	require.Equal(t, uint64(6), binary.BigEndian.Uint64(v), "after the heal, the value is the majority's")
+}

@@ -1,0 +1,82 @@
+package owner
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/singlewriter/singlewriter/epoch"
+	"github.com/singlewriter/singlewriter/internal/testhook"
+	"github.com/singlewriter/singlewriter/store"
+	"github.com/stretchr/testify/require"
+)
+
+// replicaOf returns an Owner over a fresh store, used as a replica only.
+func replicaOf(t *testing.T) (*Owner, *store.Store) {
+	t.Helper()
+	s, err := store.Open(store.Config{Dir: t.TempDir(), NoSync: true})
+	require.NoError(t, err)
+	o, err := New(Config{Self: "r", Partitions: 4, Store: s, Transport: noTransport{}})
+	require.NoError(t, err)
+	t.Cleanup(func() { o.Close(); s.Close() })
+	return o, s
+}
+
+// noTransport is a Transport for an Owner that never sends.
+type noTransport struct{ Transport }
+
+// write returns a replicated batch of key=value at e following prev.
+func write(e epoch.Epoch, prev store.Position, key, value string) Replicate {
+	return Replicate{Batch: store.Batch{Partition: 1, Epoch: e, Prev: &prev, Writes: []store.KV{{Key: []byte(key), Value: []byte(value)}}}}
+}
+
+func TestReplicaRefusesTheBatchOfADeposedOwner(t *testing.T) {
+	ctx := context.Background()
+	for _, fencing := range []bool{true, false} {
+		if !fencing {
+			testhook.DisableFencing(t) // the control: the stale write then lands
+		}
+		r, s := replicaOf(t)
+		require.NoError(t, r.HandleReplicate(ctx, write(1, store.Position{}, "k", "old owner")))
+		// A new owner's Prepare reached this replica: it promised epoch 2,
+		// and the new owner's first batch has not arrived yet.
+		_, err := s.Promise(ctx, 1, 2)
+		require.NoError(t, err)
+
+		err = r.HandleReplicate(ctx, write(1, store.Position{Epoch: 1, LSN: 1}, "k", "deposed owner"))
+		v, _, _ := s.Get(1, []byte("k"))
+		if fencing {
+			require.ErrorIs(t, err, epoch.ErrStale)
+			require.Equal(t, "old owner", string(v))
+		} else {
+			require.NoError(t, err)
+			require.Equal(t, "deposed owner", string(v), "without the fence a deposed owner's write lands on the replica")
+		}
+	}
+}
+
+func TestReplicaAppliesBatchesInTheOwnersOrderWhateverTheirArrival(t *testing.T) {
+	ctx := context.Background()
+	r, s := replicaOf(t)
+	second := make(chan error, 1)
+	go func() { second <- r.HandleReplicate(ctx, write(1, store.Position{Epoch: 1, LSN: 1}, "k", "second")) }()
+	pt := r.parts[1]
+	require.Eventually(t, func() bool { // the second batch arrived first and waits for its turn
+		pt.mu.Lock()
+		defer pt.mu.Unlock()
+		return pt.turn != nil
+	}, 5*time.Second, time.Millisecond)
+	require.NoError(t, r.HandleReplicate(ctx, write(1, store.Position{}, "k", "first")))
+	require.NoError(t, <-second)
+	v, _, _ := s.Get(1, []byte("k"))
+	require.Equal(t, "second", string(v))
+
+	// A batch whose predecessor never arrives is refused once its wait
+	// ends; so is one that does not follow the replica's position at all.
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, r.HandleReplicate(short, write(1, store.Position{Epoch: 1, LSN: 5}, "k", "gap")), store.ErrPosition)
+	require.ErrorIs(t, r.HandleReplicate(ctx, write(1, store.Position{Epoch: 3, LSN: 1}, "k", "other history")), store.ErrPosition)
+	v, _, _ = s.Get(1, []byte("k"))
+	require.Equal(t, "second", string(v))
+}
