@@ -11,8 +11,9 @@ import (
 	"github.com/singlewriter/singlewriter/store"
 )
 
-// fetchPageBytes is the size of one page of a partition's data in transfer.
-const fetchPageBytes = 1 << 20
+// FetchPageBytes bounds one page of a partition's data in transfer (see
+// store.Export): a transport's frames must hold a page of this size.
+const FetchPageBytes = 1 << 20
 
 // HandlePrepare answers a Prepare from another node. If this node serves
 // the partition and will promise, it first drains: it stops admitting
@@ -193,7 +194,7 @@ func (o *Owner) HandleFetch(p int, ballot epoch.Epoch, pos store.Position, after
 	if m.Position != pos {
 		return nil, nil, fmt.Errorf("owner: fetch of partition %d: data is at %v, not %v", p, m.Position, pos)
 	}
-	return o.store.Export(p, after, fetchPageBytes)
+	return o.store.Export(p, after, FetchPageBytes)
 }
 
 // HandleHandoff starts acquiring partition p now, because its owner is

@@ -32,9 +32,13 @@ func (r *Ring) reconnect() {
 }
 
 // rejoinMissingSeeds joins the seeds that are not live members. It holds
-// lifeMu so that it never joins during or after Leave or Close.
+// lifeMu so that it never joins during or after Leave or Close, and skips
+// the round if lifeMu is taken: Close holds lifeMu while it waits for this
+// goroutine to exit, so waiting for lifeMu here would deadlock.
 func (r *Ring) rejoinMissingSeeds() {
-	r.lifeMu.Lock()
+	if !r.lifeMu.TryLock() {
+		return
+	}
 	defer r.lifeMu.Unlock()
 	if r.closed {
 		return

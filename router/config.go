@@ -60,11 +60,12 @@ type Config struct {
 	// DedupRetention is how long a call's response is kept for retries
 	// with the same request ID. Zero means 1h.
 	DedupRetention time.Duration
-	// GossipPreset is memberlist's preset: "local" (the default: crash
-	// detected in about 4s) or "lan" (about 10s, fewer messages).
+	// GossipPreset is memberlist's preset: "local" (the default: a crash
+	// is detected in about 4-5s) or "lan" (about 5-7s in a small cluster,
+	// fewer messages).
 	GossipPreset string
 	// PushPullInterval is the period of full gossip state exchanges. Zero
-	// keeps the preset's (30s); tests shorten it.
+	// keeps the preset's (15s for "local", 30s for "lan"); tests shorten it.
 	PushPullInterval time.Duration
 	// Network provides the node's sockets: its RPC listener, its RPC dials
 	// and its gossip transport. Nil means the operating system's. Tests set

@@ -122,7 +122,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.client = rpc.NewClient(ccfg)
 	n.server, err = rpc.Serve(rpc.ServerConfig{
 		Listener: ln, Handler: n.serve, Hello: hello, Accept: checkHello,
-		MaxFrame: n.cfg.MaxPayload + 64<<10, Logger: n.cfg.Logger,
+		MaxFrame: max(n.cfg.MaxPayload, owner.FetchPageBytes) + 64<<10, Logger: n.cfg.Logger,
 	})
 	if err != nil {
 		ln.Close()

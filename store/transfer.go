@@ -43,9 +43,15 @@ type Entry struct {
 	Value []byte
 }
 
+// exportEntryOverhead is what Export counts for an entry besides its key
+// and value: a transport frames each with a kind and two lengths, and a
+// page of many small entries must still fit the frame its budget allows.
+const exportEntryOverhead = 16
+
 // Export returns partition p's entries (data, then dedup records) that
-// follow the cursor after (nil: from the start), up to about maxBytes of
-// keys and values (at least one entry, however large), and the cursor of
+// follow the cursor after (nil: from the start), up to maxBytes of keys,
+// values and exportEntryOverhead per entry (at least one entry, however
+// large), and the cursor of
 // the next page; next is nil when the partition is exhausted. Export is
 // stateless: each page is read in its own transaction, so the caller
 // freezes the partition (a promise refuses its owner's writes) for a
@@ -88,13 +94,14 @@ func (s *Store) Export(p int, after []byte, maxBytes int) (entries []Entry, next
 				}
 			}
 			for ; k != nil; k, v = c.Next() {
-				if len(entries) > 0 && used+len(k)+len(v) > maxBytes {
+				size := len(k) + len(v) + exportEntryOverhead
+				if len(entries) > 0 && used+size > maxBytes {
 					last := entries[len(entries)-1]
 					next = append([]byte{byte(last.Kind)}, last.Key...)
 					return nil
 				}
 				entries = append(entries, Entry{Kind: kind, Key: bytes.Clone(k), Value: bytes.Clone(v)})
-				used += len(k) + len(v)
+				used += size
 			}
 		}
 		return nil
