@@ -29,12 +29,14 @@
 //
 // # Goroutines
 //
-// A Ring starts exactly one goroutine of its own, the table goroutine (run in
-// publish.go). It owns the published table: it reads the kick channel, which
+// A Ring starts two goroutines of its own. The table goroutine (run in
+// publish.go) owns the published table: it reads the kick channel, which
 // memberlist's event callbacks signal without blocking, and the done channel,
 // which Close closes. On each kick it reads memberlist.Members, builds a table
 // with Place and, if the checksum changed, publishes it and closes the Changed
-// channel. Close stops it and waits for it.
+// channel. The reconnect goroutine (reconnect.go), started by a successful
+// Join, re-joins every 2s the seeds missing from the member list, under
+// lifeMu. Close stops both and waits for them.
 //
 // memberlist runs its own goroutines (listeners, probe, gossip, push/pull);
 // they call the hooks in hooks.go under memberlist's internal locks, so the

@@ -2,46 +2,61 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log"
 	"os"
 
+	"github.com/singlewriter/singlewriter/epoch"
 	"github.com/singlewriter/singlewriter/store"
 )
 
+// An owner takes partition 0 at epoch 1 and writes; a newer owner then
+// takes it at epoch 2, and the first owner's late write is refused where
+// the data lives.
 func Example() {
-	dir, err := os.MkdirTemp("", "store-example")
+	dir, err := os.MkdirTemp("", "store-example-")
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-
 	s, err := store.Open(store.Config{Dir: dir})
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	defer s.Close()
 	ctx := context.Background()
 
-	// Take partition 0 at epoch 1, then write under that epoch.
+	// The first owner: promise epoch 1, then write under it.
 	if _, err := s.Promise(ctx, 0, 1); err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
-	err = s.Commit(ctx, &store.Batch{Partition: 0, Epoch: 1,
-		Writes: []store.KV{{Key: []byte("greeting"), Value: []byte("hello")}}})
-	if err != nil {
-		panic(err)
+	put := func(e epoch.Epoch, v string) error {
+		return s.Commit(ctx, &store.Batch{Partition: 0, Epoch: e,
+			Writes: []store.KV{{Key: []byte("order:42"), Value: []byte(v)}}})
 	}
-	v, ok, err := s.Get(0, []byte("greeting"))
-	if err != nil {
-		panic(err)
+	get := func() string {
+		v, _, err := s.Get(0, []byte("order:42"))
+		if err != nil {
+			log.Fatal(err)
+		}
+		return string(v)
 	}
-	fmt.Println(string(v), ok)
+	if err := put(1, "paid"); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(get())
 
-	// A writer still holding epoch 0 is fenced off.
-	err = s.Commit(ctx, &store.Batch{Partition: 0, Epoch: 0,
-		Writes: []store.KV{{Key: []byte("greeting"), Value: []byte("stale")}}})
-	fmt.Println(err)
+	// A new owner is promised epoch 2; the first one, paused meanwhile,
+	// wakes up and writes at epoch 1.
+	if _, err := s.Promise(ctx, 0, 2); err != nil {
+		log.Fatal(err)
+	}
+	err = put(1, "refunded")
+	fmt.Println(errors.Is(err, epoch.ErrStale), err)
+	fmt.Println(get())
 	// Output:
-	// hello true
-	// epoch: stale epoch 0, promised 1
+	// paid
+	// true epoch: stale epoch 1, promised 2
+	// paid
 }

@@ -31,9 +31,12 @@ import (
 type Message struct {
 	// Seq numbers messages in the order they were sent, from 1; a
 	// duplicate keeps the Seq of its original.
-	Seq     uint64
-	From    string
-	To      string
+	Seq uint64
+	// From is the sending node.
+	From string
+	// To is the receiving node.
+	To string
+	// Payload is the message itself, opaque to the network.
 	Payload any
 }
 
@@ -56,6 +59,7 @@ const (
 	Dropped
 )
 
+// String names the fate for traces.
 func (f Fate) String() string {
 	switch f {
 	case Delivered:

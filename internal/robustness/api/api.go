@@ -42,9 +42,13 @@ func ParseCAS(b []byte) (old, new string) {
 
 // CallRequest is one router.Call to run on the node.
 type CallRequest struct {
-	Key       string `json:"key"`
-	Method    string `json:"method"`
-	Payload   string `json:"payload"`
+	// Key is the call's key.
+	Key string `json:"key"`
+	// Method is one of the Method constants.
+	Method string `json:"method"`
+	// Payload is the call's payload.
+	Payload string `json:"payload"`
+	// RequestID is passed to router.RequestID.
 	RequestID string `json:"request_id"`
 	// Timeout bounds the call; at its end the outcome is unknown.
 	Timeout time.Duration `json:"timeout"`
@@ -68,8 +72,11 @@ const (
 
 // CallResult is a call's outcome.
 type CallResult struct {
-	Kind  string `json:"kind"`
-	Body  string `json:"body,omitempty"`
+	// Kind is one of the Kind constants.
+	Kind string `json:"kind"`
+	// Body is the handler's response, for KindOK.
+	Body string `json:"body,omitempty"`
+	// Error is the call's error text, for every other kind.
 	Error string `json:"error,omitempty"`
 }
 
@@ -90,30 +97,41 @@ const (
 
 // Fault changes the node's link rules (see internal/faultnet).
 type Fault struct {
+	// Op is one of the Fault constants.
 	Op string `json:"op"`
 	// IPs are the peers to block or unblock.
-	IPs   []string      `json:"ips,omitempty"`
+	IPs []string `json:"ips,omitempty"`
+	// Delay is the delay of every outgoing write and packet, for
+	// FaultDelay (faultnet.Net.SetDelay).
 	Delay time.Duration `json:"delay,omitempty"`
-	Drop  float64       `json:"drop,omitempty"`
+	// Drop is the drop rule's probability, for FaultDrop
+	// (faultnet.Net.SetDrop).
+	Drop float64 `json:"drop,omitempty"`
 }
 
 // Pause makes the node's next write handler on each of Keys sleep for
 // Sleep after computing its write, as a long GC pause of one goroutine
 // would. A key's later writes queue behind it.
 type Pause struct {
+	// Sleep is how long each paused handler sleeps.
 	Sleep time.Duration `json:"sleep"`
-	Keys  []string      `json:"keys"`
+	// Keys are the keys whose next write handler pauses.
+	Keys []string `json:"keys"`
 }
 
 // Claim is a partition's claim as a node knows it.
 type Claim struct {
+	// Owner is the owning node's name; "" if no claim is known.
 	Owner string `json:"owner"`
+	// Epoch is the claim's epoch.
 	Epoch uint64 `json:"epoch"`
 }
 
 // Status is a node's view of the cluster and its own counters.
 type Status struct {
-	Name    string   `json:"name"`
+	// Name is the node's name.
+	Name string `json:"name"`
+	// Members are the members in the node's view.
 	Members []string `json:"members"`
 	// Claims is the newest claim known per partition.
 	Claims []Claim `json:"claims"`
@@ -121,7 +139,8 @@ type Status struct {
 	Serving map[int]uint64 `json:"serving"`
 	// Audit lists each partition's epoch transitions recorded here.
 	Audit map[int][]Claim `json:"audit"`
-	Stats router.Stats    `json:"stats"`
+	// Stats are the node's counters.
+	Stats router.Stats `json:"stats"`
 	// Paused counts handlers sleeping in a pause now; PausedTotal, since
 	// start.
 	Paused      int64 `json:"paused"`
