@@ -37,6 +37,7 @@ type cluster struct {
 	bin    string
 	prefix string
 	seed   uint64
+	rf     int
 	http   *http.Client
 
 	// mu guards nodes and retired.
@@ -60,10 +61,11 @@ type node struct {
 
 // newCluster returns a cluster with no nodes, on a random /24 of
 // 127.0.0.0/8 so that concurrent runs never share an address.
-func newCluster(dir, bin string, seed uint64) *cluster {
+func newCluster(dir, bin string, seed uint64, rf int) *cluster {
 	return &cluster{
 		dir:    dir,
 		bin:    bin,
+		rf:     max(rf, 1),
 		prefix: fmt.Sprintf("127.%d.%d.", 20+rand.N(230), rand.N(256)),
 		seed:   seed,
 		http:   &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}},
@@ -120,7 +122,7 @@ func (c *cluster) start(ctx context.Context, n *node, bootstrap bool) error {
 	cmd := exec.Command(c.bin, "-name", n.name, "-ip", n.ip, "-dir", n.dir,
 		"-gossip-port", fmt.Sprint(gossipPort), "-rpc-port", fmt.Sprint(rpcPort), "-http-port", fmt.Sprint(httpPort),
 		"-seeds", strings.Join(seeds, ","), fmt.Sprintf("-bootstrap=%v", bootstrap),
-		"-partitions", fmt.Sprint(partitions), "-seed", fmt.Sprint(c.seed))
+		"-partitions", fmt.Sprint(partitions), "-seed", fmt.Sprint(c.seed), "-rf", fmt.Sprint(c.rf))
 	cmd.Stderr = log
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -39,8 +39,9 @@ func main() {
 		runs     = flag.Int("runs", 10, "runs per scenario")
 		duration = flag.Duration("duration", 0, "stop starting runs after this long (0: no limit)")
 		out      = flag.String("out", "robustness.json", "where to write the table as JSON")
-		scenario = flag.String("scenario", "all", "scenario to run, or all")
+		scenario = flag.String("scenario", "all", "scenarios to run, comma-separated, or all")
 		nodes    = flag.Int("nodes", 3, "nodes per cluster")
+		rf       = flag.Int("rf", 1, "the nodes' replication factor (1, 3 or 5)")
 		parallel = flag.Int("parallel", 2, "runs at once")
 		dir      = flag.String("dir", "", "directory for the runs (default: a new temporary one)")
 		noFence  = flag.Bool("nofencing", false, "control: build the nodes with the epoch check switched off")
@@ -48,13 +49,13 @@ func main() {
 		keep     = flag.Bool("keep", false, "keep every run's directory, not only failing ones")
 	)
 	flag.Parse()
-	if err := profile(*runs, *duration, *out, *scenario, *nodes, *parallel, *dir, *noFence, *seed, *keep); err != nil {
+	if err := profile(*runs, *duration, *out, *scenario, *nodes, *rf, *parallel, *dir, *noFence, *seed, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "robustness:", err)
 		os.Exit(1)
 	}
 }
 
-func profile(runs int, duration time.Duration, out, scenario string, nodes, parallel int, dir string, noFence bool, seed uint64, keep bool) error {
+func profile(runs int, duration time.Duration, out, scenario string, nodes, rf, parallel int, dir string, noFence bool, seed uint64, keep bool) error {
 	names, err := lookupScenarios(scenario)
 	if err != nil {
 		return err
@@ -73,7 +74,7 @@ func profile(runs int, duration time.Duration, out, scenario string, nodes, para
 	var cfgs []runConfig
 	for i := range runs {
 		for _, name := range names {
-			cfgs = append(cfgs, runConfig{scenario: name, seed: seed + uint64(i), nodes: nodes, bin: bin, out: dir, keep: keep})
+			cfgs = append(cfgs, runConfig{scenario: name, seed: seed + uint64(i), nodes: nodes, rf: rf, bin: bin, out: dir, keep: keep})
 		}
 	}
 	log, err := os.Create(filepath.Join(dir, "runs.jsonl"))

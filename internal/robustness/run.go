@@ -29,6 +29,8 @@ type runConfig struct {
 	scenario string
 	seed     uint64
 	nodes    int
+	// rf is the nodes' replication factor.
+	rf int
 	// bin is the node program; out is where the run's directory goes.
 	bin, out string
 	// keep keeps the run's directory even when it passes.
@@ -73,7 +75,7 @@ func execute(cfg runConfig) (res result) {
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(progress, "%8.3fs "+format+"\n", append([]any{time.Since(began).Seconds()}, args...)...)
 	}
-	c := newCluster(dir, cfg.bin, cfg.seed)
+	c := newCluster(dir, cfg.bin, cfg.seed, cfg.rf)
 	defer func() {
 		c.close()
 		res.Took = time.Since(began).Seconds()

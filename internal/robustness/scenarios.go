@@ -1,6 +1,9 @@
 package main
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // A scenario is a nemesis: the faults one run injects while the traffic
 // runs.
@@ -52,13 +55,17 @@ var scenarios = map[string]scenario{
 	},
 }
 
-// lookupScenarios returns the scenarios named, or all of them for "all".
-func lookupScenarios(name string) ([]string, error) {
-	if name == "all" {
+// lookupScenarios returns the scenarios of a comma-separated list, or all
+// of them for "all".
+func lookupScenarios(list string) ([]string, error) {
+	if list == "all" {
 		return scenarioNames, nil
 	}
-	if _, ok := scenarios[name]; !ok {
-		return nil, fmt.Errorf("unknown scenario %q (want one of %v or all)", name, scenarioNames)
+	names := strings.Split(list, ",")
+	for _, name := range names {
+		if _, ok := scenarios[name]; !ok {
+			return nil, fmt.Errorf("unknown scenario %q (want one of %v, a comma-separated list, or all)", name, scenarioNames)
+		}
 	}
-	return []string{name}, nil
+	return names, nil
 }

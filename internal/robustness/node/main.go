@@ -44,6 +44,7 @@ func run() error {
 		bootstrap  = flag.Bool("bootstrap", false, "create the cluster")
 		partitions = flag.Int("partitions", 64, "partition count")
 		seed       = flag.Uint64("seed", 1, "seed of the network's drop decisions")
+		rf         = flag.Int("rf", 1, "replication factor")
 	)
 	flag.Parse()
 	ip := net.ParseIP(*ipFlag)
@@ -54,17 +55,18 @@ func run() error {
 	fn := faultnet.New(ip, *seed)
 	host := ip.String()
 	cfg := router.Config{
-		Name:             *name,
-		DataDir:          *dir,
-		GossipAddr:       net.JoinHostPort(host, strconv.Itoa(*gossipPort)),
-		RPCAddr:          net.JoinHostPort(host, strconv.Itoa(*rpcPort)),
-		Bootstrap:        *bootstrap,
-		Partitions:       *partitions,
-		SettleTime:       100 * time.Millisecond,
-		DrainTimeout:     300 * time.Millisecond,
-		PushPullInterval: 500 * time.Millisecond,
-		Network:          fn,
-		Logger:           logger,
+		Name:              *name,
+		DataDir:           *dir,
+		GossipAddr:        net.JoinHostPort(host, strconv.Itoa(*gossipPort)),
+		RPCAddr:           net.JoinHostPort(host, strconv.Itoa(*rpcPort)),
+		Bootstrap:         *bootstrap,
+		Partitions:        *partitions,
+		ReplicationFactor: *rf,
+		SettleTime:        100 * time.Millisecond,
+		DrainTimeout:      300 * time.Millisecond,
+		PushPullInterval:  500 * time.Millisecond,
+		Network:           fn,
+		Logger:            logger,
 	}
 	if *seeds != "" {
 		cfg.Seeds = strings.Split(*seeds, ",")
