@@ -11,6 +11,7 @@ import (
 const (
 	rowSingleWriter       = "singlewriter"
 	rowSingleWriterOwner  = "singlewriter-owner"
+	rowSingleWriterRF3    = "singlewriter-rf3"
 	rowEtcd               = "etcd-mutex"
 	rowEtcdUnguarded      = "etcd-mutex-unguarded"
 	rowRedis              = "redis-lock"
@@ -45,9 +46,9 @@ type row struct {
 
 // rows returns every row of the comparison, in output order.
 func rows() []row {
-	sw := func(ownerAware bool) func(context.Context, env) (System, error) {
+	sw := func(ownerAware bool, rf int) func(context.Context, env) (System, error) {
 		return func(ctx context.Context, e env) (System, error) {
-			return startSingleWriter(ctx, e.cl, filepath.Join(e.dir, fmt.Sprintf("sw-owner-%v", ownerAware)), ownerAware)
+			return startSingleWriter(ctx, e.cl, filepath.Join(e.dir, fmt.Sprintf("sw-owner-%v-rf%d", ownerAware, rf)), ownerAware, rf)
 		}
 	}
 	etcd := func(unguarded bool) func(context.Context, env) (System, error) {
@@ -69,8 +70,9 @@ func rows() []row {
 	// 200ms; an etcd lease of 1s is found expired within another 0.5-1s.
 	const pause, etcdPause = time.Second, 2500 * time.Millisecond
 	return []row{
-		{name: rowSingleWriter, durable: true, cells: true, pause: pause, start: sw(false)},
-		{name: rowSingleWriterOwner, durable: true, cells: true, pause: pause, start: sw(true)},
+		{name: rowSingleWriter, durable: true, cells: true, pause: pause, start: sw(false, 1)},
+		{name: rowSingleWriterOwner, durable: true, cells: true, pause: pause, start: sw(true, 1)},
+		{name: rowSingleWriterRF3, durable: true, cells: true, pause: pause, start: sw(false, 3)},
 		{name: rowEtcd, durable: true, cells: true, pause: etcdPause, start: etcd(false)},
 		{name: rowEtcdUnguarded, durable: true, pause: etcdPause, start: etcd(true)},
 		{name: rowRedis, durable: true, cells: true, pause: pause, needs: "redis-server", start: redis("always", retryRedsync)},

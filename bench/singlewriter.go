@@ -19,19 +19,22 @@ const (
 	methodGet  = "get"
 )
 
-// swCluster is a 3-node cluster of this library on loopback, in process.
+// swCluster is a 3-node cluster of this library on loopback, in process,
+// with replication factor 1 (each partition on its owner) or 3 (on every
+// node; each call waits for 2 of the 3).
 type swCluster struct {
 	nodes []*router.Node
 	// ownerAware makes clients enter at the key's owner instead of at a
 	// random node.
 	ownerAware bool
+	rf         int
 	undo       func() error
 }
 
 // startSingleWriter starts three nodes with data under dir and waits until
 // every node agrees on the ring's placement.
-func startSingleWriter(ctx context.Context, cl *cleanups, dir string, ownerAware bool) (*swCluster, error) {
-	c := &swCluster{ownerAware: ownerAware}
+func startSingleWriter(ctx context.Context, cl *cleanups, dir string, ownerAware bool, rf int) (*swCluster, error) {
+	c := &swCluster{ownerAware: ownerAware, rf: rf}
 	c.undo = cl.push("singlewriter cluster", c.closeNodes)
 	for i := range 3 {
 		var seeds []string
@@ -40,12 +43,13 @@ func startSingleWriter(ctx context.Context, cl *cleanups, dir string, ownerAware
 		}
 		name := fmt.Sprintf("node-%d", i)
 		n, err := router.New(router.Config{
-			Name:             name,
-			DataDir:          filepath.Join(dir, name),
-			Seeds:            seeds,
-			Bootstrap:        i == 0,
-			SettleTime:       100 * time.Millisecond,
-			PushPullInterval: 500 * time.Millisecond,
+			Name:              name,
+			DataDir:           filepath.Join(dir, name),
+			Seeds:             seeds,
+			Bootstrap:         i == 0,
+			ReplicationFactor: rf,
+			SettleTime:        100 * time.Millisecond,
+			PushPullInterval:  500 * time.Millisecond,
 		})
 		if err != nil {
 			return nil, c.fail(err)
@@ -87,20 +91,20 @@ func (c *swCluster) fail(err error) error {
 }
 
 // waitSettled waits until every node sees the ring's placement of the
-// three nodes as the claims.
+// three nodes, owners and replica sets, as the claims.
 func (c *swCluster) waitSettled(ctx context.Context) error {
 	members := make([]ring.Member, len(c.nodes))
 	for i, n := range c.nodes {
 		members[i] = ring.Member{Name: n.Name()}
 	}
-	want := ring.Place(members, ring.DefaultPartitions, 1)
+	want := ring.Place(members, ring.DefaultPartitions, c.rf)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
 		settled := true
 		for _, n := range c.nodes {
 			for p, o := range want.Owners {
-				if cl, ok := n.Owner(p); !ok || cl.Owner != o {
+				if cl, ok := n.Owner(p); !ok || cl.Owner != o || len(cl.Replicas) != len(want.Replicas[p]) {
 					settled = false
 				}
 			}

@@ -76,7 +76,7 @@ func printTargets(w io.Writer, results []result, fl floor) (safe bool) {
 	var lost uint64
 	cells := 0
 	for _, r := range results {
-		if r.System == rowSingleWriter || r.System == rowSingleWriterOwner {
+		if r.System == rowSingleWriter || r.System == rowSingleWriterOwner || r.System == rowSingleWriterRF3 {
 			lost += r.LostUpdates
 			cells++
 		}

@@ -46,10 +46,11 @@ type partition struct {
 	servedSince time.Time
 
 	// On a replica: queued is the position of the last batch queued in the
-	// store here (valid if queuedKnown); turn is closed when it moves.
+	// store here (valid if queuedKnown); turns[n] is closed when the batch
+	// with LSN n is queued, waking the one that follows it.
 	queued      store.Position
 	queuedKnown bool
-	turn        chan struct{}
+	turns       map[uint64]chan struct{}
 }
 
 // markLagging records that a replica missed a batch of the served claim.

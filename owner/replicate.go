@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/singlewriter/singlewriter/epoch"
@@ -96,15 +97,19 @@ func otherReplicas(c store.Claim, self string) []string {
 func (o *Owner) replicate(b *store.Batch, local *store.Pending, others []string, n int) *Commit {
 	c := &Commit{done: make(chan struct{})}
 	results := make(chan error, len(others)+1)
+	ctx, cancel := context.WithTimeout(o.ctx, o.cfg.RequestTimeout)
+	var sends sync.WaitGroup
 	for _, to := range others {
-		o.wg.Add(1)
-		go func() {
-			defer o.wg.Done()
-			ctx, cancel := context.WithTimeout(o.ctx, o.cfg.RequestTimeout)
-			defer cancel()
+		sends.Add(1)
+		o.wg.Go(func() {
+			defer sends.Done()
 			results <- o.cfg.Transport.Replicate(ctx, to, Replicate{Batch: *b})
-		}()
+		})
 	}
+	o.wg.Go(func() {
+		sends.Wait()
+		cancel()
+	})
 	o.wg.Add(1)
 	go func() {
 		defer o.wg.Done()
@@ -214,22 +219,29 @@ func (pt *partition) applyInTurn(ctx context.Context, b *store.Batch, position f
 		case pt.queued == *b.Prev:
 			pt.queued = store.Position{Epoch: b.Epoch, LSN: b.Prev.LSN + 1}
 			pending := submit(b)
-			if pt.turn != nil {
-				close(pt.turn)
-				pt.turn = nil
+			if turn, ok := pt.turns[pt.queued.LSN]; ok { // wake only the batch that follows
+				close(turn)
+				delete(pt.turns, pt.queued.LSN)
 			}
 			return pending, nil
 		case b.Prev.LSN > pt.queued.LSN: // its predecessors are on their way
-			if pt.turn == nil {
-				pt.turn = make(chan struct{})
+			turn, ok := pt.turns[b.Prev.LSN]
+			if !ok {
+				turn = make(chan struct{})
+				if pt.turns == nil {
+					pt.turns = map[uint64]chan struct{}{}
+				}
+				pt.turns[b.Prev.LSN] = turn
 			}
-			turn := pt.turn
 			pt.mu.Unlock()
 			select {
 			case <-turn:
 				pt.mu.Lock()
 			case <-ctx.Done():
 				pt.mu.Lock()
+				if pt.turns[b.Prev.LSN] == turn {
+					delete(pt.turns, b.Prev.LSN)
+				}
 				return nil, fmt.Errorf("%w: partition %d: the batches between %v and %v did not arrive: %w", store.ErrPosition, b.Partition, pt.queued, *b.Prev, ctx.Err())
 			}
 		case !reread: // an install, a drop or a refused batch may have moved the store

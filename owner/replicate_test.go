@@ -64,7 +64,7 @@ func TestReplicaAppliesBatchesInTheOwnersOrderWhateverTheirArrival(t *testing.T)
 	require.Eventually(t, func() bool { // the second batch arrived first and waits for its turn
 		pt.mu.Lock()
 		defer pt.mu.Unlock()
-		return pt.turn != nil
+		return len(pt.turns) > 0
 	}, 5*time.Second, time.Millisecond)
 	require.NoError(t, r.HandleReplicate(ctx, write(1, store.Position{}, "k", "first")))
 	require.NoError(t, <-second)

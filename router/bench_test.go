@@ -18,9 +18,10 @@ func keyOwnedBy(b testing.TB, n *Node, owner string) []byte {
 }
 
 // benchmarkCalls runs b.N increments through entry with the given number
-// of concurrent callers, on one hot key or on a key per caller.
-func benchmarkCalls(b *testing.B, forwarded bool, callers int, hotKey bool) {
-	c := newTestCluster(b, 2, func(n *Node) { n.Handle("inc", counter) })
+// of concurrent callers, on one hot key or on a key per caller, on a
+// cluster of max(2, rf) nodes with replication factor rf.
+func benchmarkCalls(b *testing.B, rf int, forwarded bool, callers int, hotKey bool) {
+	c := newReplicatedCluster(b, max(2, rf), rf, func(n *Node) { n.Handle("inc", counter) })
 	entry, target := c.nodes[0], c.nodes[0].Name()
 	if forwarded {
 		target = c.nodes[1].Name()
@@ -60,20 +61,22 @@ func benchmarkCalls(b *testing.B, forwarded bool, callers int, hotKey bool) {
 }
 
 func BenchmarkCall(b *testing.B) {
-	for _, forwarded := range []bool{false, true} {
-		for _, callers := range []int{1, 64} {
-			for _, hot := range []bool{false, true} {
-				if callers == 1 && hot {
-					continue
+	for _, rf := range []int{1, 3} {
+		for _, forwarded := range []bool{false, true} {
+			for _, callers := range []int{1, 64} {
+				for _, hot := range []bool{false, true} {
+					if callers == 1 && hot {
+						continue
+					}
+					name := fmt.Sprintf("rf=%d/local/callers=%d", rf, callers)
+					if forwarded {
+						name = fmt.Sprintf("rf=%d/forwarded/callers=%d", rf, callers)
+					}
+					if hot {
+						name += "/hotkey"
+					}
+					b.Run(name, func(b *testing.B) { benchmarkCalls(b, rf, forwarded, callers, hot) })
 				}
-				name := fmt.Sprintf("local/callers=%d", callers)
-				if forwarded {
-					name = fmt.Sprintf("forwarded/callers=%d", callers)
-				}
-				if hot {
-					name += "/hotkey"
-				}
-				b.Run(name, func(b *testing.B) { benchmarkCalls(b, forwarded, callers, hot) })
 			}
 		}
 	}
