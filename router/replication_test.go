@@ -126,6 +126,15 @@ func TestReplicatedClusterLosesNothingWhenANodeCrashesUnderTraffic(t *testing.T)
 	})
 	crashedAt := time.Now()
 	require.NoError(t, victim.Close()) // no Leave: a crash, as far as the others can tell
+	waitFor(t, 30*time.Second, func() error {
+		for _, n := range c.live() {
+			if slices.Contains(n.Members(), victim.Name()) {
+				return fmt.Errorf("%s still sees the victim", n.Name())
+			}
+		}
+		return nil
+	})
+	detected := time.Since(crashedAt)
 	// Every key, the victim's included, is acknowledged again after the
 	// crash: its partitions were taken over from their surviving replicas.
 	waitFor(t, 60*time.Second, func() error {
@@ -159,6 +168,7 @@ func TestReplicatedClusterLosesNothingWhenANodeCrashesUnderTraffic(t *testing.T)
 	}
 	l.requireNothingLost(t, c.nodes[0])
 
+	t.Logf("every survivor dropped the victim %s after the crash", detected.Round(time.Millisecond))
 	logGaps(t, "victim's keys", l, func(k string) bool { return victimOwned[k] })
 	logGaps(t, "other keys", l, func(k string) bool { return !victimOwned[k] })
 }
