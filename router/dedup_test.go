@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -104,4 +105,14 @@ func TestRetryReachingNewOwnerAfterHandoffReturnsStoredResponse(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, out1, out2, "the retry gets the stored response")
 	require.Equal(t, int64(1), h.runs.Load(), "the handler ran once, before the handoff")
+}
+
+func TestGeneratedRequestIDsAreUniqueAndSortByCreationTime(t *testing.T) {
+	at := time.Unix(1700000000, 0)
+	a, b := newRequestID(at), newRequestID(at)
+	later := newRequestID(at.Add(time.Nanosecond))
+	require.Len(t, a, 16)
+	require.NotEqual(t, a, b, "same instant, different IDs")
+	require.Negative(t, bytes.Compare(a, later))
+	require.Negative(t, bytes.Compare(b, later))
 }
