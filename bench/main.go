@@ -23,10 +23,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime/pprof"
 	"syscall"
 	"time"
+
+	"github.com/singlewriter/singlewriter/internal/pgserver"
 )
 
 // options are the command's flags.
@@ -95,11 +96,7 @@ func run(o options) int {
 	fmt.Printf("Floor of one routed durable write on this machine: %v\n\n", fl)
 	e := env{cl: cl, dir: dir}
 	e.redisBin, _ = findBinary("redis-server")
-	if initdb, err := findBinary("initdb", pgBinDirs...); err == nil {
-		if _, err := os.Stat(filepath.Join(filepath.Dir(initdb), "postgres")); err == nil {
-			e.pgBinDir = filepath.Dir(initdb)
-		}
-	}
+	e.pgBinDir, _ = pgserver.BinDir()
 	rs, skipped := p.selectRows(e, o.systems)
 	for _, s := range skipped {
 		fmt.Fprintln(os.Stderr, "bench:", s)

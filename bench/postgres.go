@@ -3,19 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-)
 
-// pgBinDirs are where Debian and other distributions put initdb and
-// postgres when they are not on PATH.
-var pgBinDirs = []string{"/usr/lib/postgresql/*/bin", "/usr/local/pgsql/bin", "/usr/pgsql-*/bin"}
+	"github.com/singlewriter/singlewriter/internal/pgserver"
+)
 
 // pgPauseTimeout is the row lock's "TTL" in the pause scenario: a session
 // idle in its transaction that long is terminated, releasing its lock.
@@ -31,56 +25,31 @@ type postgres struct {
 	undo    func() error
 }
 
-// startPostgres runs initdb and postgres from binDir with data under dir.
-// As root, both run as the "postgres" user.
+// startPostgres runs initdb and postgres from binDir with data under dir
+// and creates the kv table. As root, both run as the "postgres" user.
 func startPostgres(ctx context.Context, cl *cleanups, binDir, dir string, rowLock bool) (*postgres, error) {
-	cred, err := unprivileged("postgres")
-	if err != nil {
-		return nil, err
-	}
 	base := filepath.Join(dir, "postgres")
 	if rowLock {
 		base += "-rowlock"
 	}
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		return nil, err
-	}
-	if cred != nil {
-		if err := os.Chown(base, int(cred.Uid), int(cred.Gid)); err != nil {
-			return nil, err
-		}
-	}
-	data := filepath.Join(base, "data")
-	initdb := exec.CommandContext(ctx, filepath.Join(binDir, "initdb"), "-D", data, "-U", "bench", "--auth=trust", "-E", "UTF8", "--no-sync")
-	initdb.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
-	if out, err := initdb.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
-	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	logFile := filepath.Join(base, "postgres.log")
-	p, err := startProcess(cl, "postgres", filepath.Join(binDir, "postgres"), []string{
-		"-D", data, "-p", strconv.Itoa(port), "-k", base,
-		"-c", "listen_addresses=127.0.0.1",
-		"-c", "fsync=on", "-c", "synchronous_commit=on",
-		"-c", "max_connections=300", "-c", "shared_buffers=128MB",
-	}, logFile, cred, syscall.SIGINT) // SIGINT: fast shutdown
-	if err != nil {
-		return nil, err
-	}
-	pg := &postgres{dsn: fmt.Sprintf("postgres://bench@127.0.0.1:%d/postgres?sslmode=disable", port), rowLock: rowLock}
-	pg.undo = cl.push("postgres", p.stop)
-	err = waitReady(ctx, p, logFile, func(ctx context.Context) error {
-		conn, err := pgx.Connect(ctx, pg.dsn)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS kv (k bytea PRIMARY KEY, n bigint NOT NULL, pad bytea NOT NULL)`)
-		return err
+	srv, err := pgserver.Start(ctx, base, pgserver.Config{
+		BinDir: binDir,
+		User:   "bench",
+		Settings: []string{
+			"fsync=on", "synchronous_commit=on",
+			"max_connections=300", "shared_buffers=128MB",
+		},
 	})
+	if err != nil {
+		return nil, err
+	}
+	pg := &postgres{dsn: srv.DSN(), rowLock: rowLock}
+	pg.undo = cl.push("postgres", srv.Close)
+	conn, err := pgx.Connect(ctx, pg.dsn)
+	if err == nil {
+		_, err = conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS kv (k bytea PRIMARY KEY, n bigint NOT NULL, pad bytea NOT NULL)`)
+		conn.Close(context.Background())
+	}
 	if err != nil {
 		pg.undo()
 		return nil, err

@@ -2,27 +2,17 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"syscall"
-	"time"
+
+	"github.com/singlewriter/singlewriter/internal/proc"
 )
 
 // process is an external server the bench started.
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	// stopSig is the signal that asks the server for a clean shutdown.
-	stopSig syscall.Signal
-	exited  chan struct{}
-	err     error
-}
+type process struct{ *proc.Process }
 
 // startProcess starts bin with args, logging to logFile, in its own
 // process group (so a Ctrl-C on the terminal reaches the bench, which
@@ -30,84 +20,27 @@ type process struct {
 // cred is non-nil the process runs as that user. The process is stopped
 // by the cleanup stack.
 func startProcess(cl *cleanups, name, bin string, args []string, logFile string, cred *syscall.Credential, stopSig syscall.Signal) (*process, error) {
-	log, err := os.Create(logFile)
+	p, err := proc.Start(proc.Config{Name: name, Path: bin, Args: args, LogFile: logFile, Credential: cred, StopSignal: stopSig})
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &process{name: name, cmd: cmd, stopSig: stopSig, exited: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		log.Close()
-		close(p.exited)
-	}()
-	cl.push(name, p.stop)
-	return p, nil
+	cl.push(name, p.Stop)
+	return &process{p}, nil
 }
 
 // stop asks the process to shut down and kills its group if it has not
-// exited after 10 seconds.
-func (p *process) stop() error {
-	select {
-	case <-p.exited:
-		return nil
-	default:
-	}
-	syscall.Kill(p.cmd.Process.Pid, p.stopSig)
-	select {
-	case <-p.exited:
-		return nil
-	case <-time.After(10 * time.Second):
-	}
-	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	<-p.exited
-	return fmt.Errorf("%s did not stop within 10s; killed", p.name)
-}
+// exited after proc.StopTimeout.
+func (p *process) stop() error { return p.Stop() }
 
-// alive reports an error if the process has exited.
-func (p *process) alive() error {
-	select {
-	case <-p.exited:
-		return fmt.Errorf("%s exited: %v", p.name, p.err)
-	default:
-		return nil
-	}
-}
-
-// waitReady calls ready until it succeeds, the process exits, or 30
-// seconds pass; logFile is quoted in the error.
+// waitReady calls ready until it succeeds, the process exits, or
+// proc.ReadyTimeout passes; the error names the process's log file (the
+// logFile argument, which proc already knows).
 func waitReady(ctx context.Context, p *process, logFile string, ready func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		err := ready(ctx)
-		if err == nil {
-			return nil
-		}
-		if aerr := p.alive(); aerr != nil {
-			return fmt.Errorf("%w (see %s)", aerr, logFile)
-		}
-		if serr := sleepCtx(ctx, 50*time.Millisecond); serr != nil {
-			return fmt.Errorf("%s not ready: %w (last error: %v)", p.name, serr, err)
-		}
-	}
+	return p.WaitReady(ctx, ready)
 }
 
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return proc.FreePort() }
 
 // findBinary returns the path of the first of names found on PATH or
 // in dirs (glob patterns), or an error.
@@ -124,19 +57,4 @@ func findBinary(name string, dirs ...string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s not found", name)
-}
-
-// unprivileged returns the credential of user name when the bench runs as
-// root (PostgreSQL refuses to), nil otherwise.
-func unprivileged(name string) (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	u, err := user.Lookup(name)
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("running as root needs a %q user to run the server", name), err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }

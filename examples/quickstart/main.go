@@ -12,9 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
+	"github.com/singlewriter/singlewriter/examples/internal/cluster"
 	"github.com/singlewriter/singlewriter/ring"
 	"github.com/singlewriter/singlewriter/router"
 	"github.com/singlewriter/singlewriter/store"
@@ -29,31 +29,30 @@ func main() {
 
 // demo is the running cluster.
 type demo struct {
-	dir   string
-	nodes []*router.Node
+	c *cluster.Cluster
 	// paused and release drive the handler that pauses mid-call.
 	paused  chan struct{}
 	release chan struct{}
 }
 
 func run() error {
-	dir, err := os.MkdirTemp("", "singlewriter-quickstart-")
+	d := &demo{paused: make(chan struct{}), release: make(chan struct{})}
+	c, err := cluster.New("singlewriter-quickstart-", d.handlers)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	d := &demo{dir: dir, paused: make(chan struct{}), release: make(chan struct{})}
-	defer d.close()
+	defer c.Close()
+	d.c = c
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
-	fmt.Println("Starting 3 nodes on loopback, data under", dir)
+	fmt.Println("Starting 3 nodes on loopback, data under", c.Dir())
 	for i := range 3 {
-		if _, err := d.start(ctx, fmt.Sprintf("node-%d", i)); err != nil {
+		if _, err := c.Start(ctx, fmt.Sprintf("node-%d", i)); err != nil {
 			return err
 		}
 	}
-	if err := d.waitSettled(ctx); err != nil {
+	if err := c.WaitSettled(ctx); err != nil {
 		return err
 	}
 	if err := d.routing(ctx); err != nil {
@@ -65,24 +64,8 @@ func run() error {
 	return d.fencing(ctx)
 }
 
-// start starts a node with the demo's handlers, the first one bootstrapping.
-func (d *demo) start(ctx context.Context, name string) (*router.Node, error) {
-	var seeds []string
-	for _, n := range d.nodes {
-		seeds = append(seeds, n.GossipAddr())
-	}
-	n, err := router.New(router.Config{
-		Name:             name,
-		DataDir:          filepath.Join(d.dir, name),
-		Seeds:            seeds,
-		Bootstrap:        len(d.nodes) == 0,
-		SettleTime:       100 * time.Millisecond,
-		DrainTimeout:     300 * time.Millisecond,
-		PushPullInterval: 500 * time.Millisecond,
-	})
-	if err != nil {
-		return nil, err
-	}
+// handlers registers the demo's handlers on n.
+func (d *demo) handlers(n *router.Node) {
 	n.Handle("inc", increment(n))
 	n.Handle("get", func(_ context.Context, req *router.Request) ([]byte, error) {
 		v, _ := req.State.Get()
@@ -98,12 +81,6 @@ func (d *demo) start(ctx context.Context, name string) (*router.Node, error) {
 		<-d.release
 		return nil, nil
 	})
-	if err := n.Start(ctx); err != nil {
-		n.Close()
-		return nil, err
-	}
-	d.nodes = append(d.nodes, n)
-	return n, nil
 }
 
 // increment adds one to the key's counter and answers "<node> <epoch> <value>".
@@ -124,7 +101,7 @@ func (d *demo) routing(ctx context.Context) error {
 	fmt.Printf("   %-10s %-9s %-22s %s\n", "key", "partition", "entered at", "ran on (epoch) -> value")
 	for i := range 6 {
 		key := fmt.Sprintf("order-%d", i)
-		for _, entry := range d.nodes {
+		for _, entry := range d.c.Nodes() {
 			out, err := entry.Call(ctx, []byte(key), "inc", nil)
 			if err != nil {
 				return err
@@ -141,10 +118,10 @@ func (d *demo) routing(ctx context.Context) error {
 func (d *demo) join(ctx context.Context) error {
 	before := d.claims()
 	fmt.Println("\n2. A 4th node joins; the partitions the ring gives it move, each at a higher epoch.")
-	if _, err := d.start(ctx, "node-3"); err != nil {
+	if _, err := d.c.Start(ctx, "node-3"); err != nil {
 		return err
 	}
-	if err := d.waitSettled(ctx); err != nil {
+	if err := d.c.WaitSettled(ctx); err != nil {
 		return err
 	}
 	after := d.claims()
@@ -164,7 +141,7 @@ func (d *demo) join(ctx context.Context) error {
 	fmt.Printf("   ... %d of %d partitions moved to node-3.\n", moved, len(after))
 	for i := range 6 {
 		key := []byte(fmt.Sprintf("order-%d", i))
-		v, err := d.nodes[0].Call(ctx, key, "get", nil)
+		v, err := d.c.Nodes()[0].Call(ctx, key, "get", nil)
 		if err != nil {
 			return err
 		}
@@ -175,7 +152,8 @@ func (d *demo) join(ctx context.Context) error {
 
 func (d *demo) fencing(ctx context.Context) error {
 	fmt.Println("\n3. A paused owner wakes up after losing its partition: its write is fenced.")
-	leaving := d.nodes[3]
+	nodes := d.c.Nodes()
+	leaving := nodes[3]
 	var key []byte
 	for i := 0; key == nil; i++ {
 		k := fmt.Appendf(nil, "invoice-%d", i)
@@ -193,7 +171,7 @@ func (d *demo) fencing(ctx context.Context) error {
 	}()
 	<-d.paused
 	left := make(chan error, 1)
-	go func() { left <- leaving.Leave(ctx) }()
+	go func() { left <- d.c.Leave(ctx, leaving) }()
 	var next store.Claim
 	for next.Owner == "" || next.Owner == leaving.Name() {
 		select {
@@ -201,10 +179,10 @@ func (d *demo) fencing(ctx context.Context) error {
 			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
-		next, _ = d.nodes[0].Owner(p)
+		next, _ = nodes[0].Owner(p)
 	}
 	fmt.Printf("   Meanwhile %s leaves: %s takes partition %d at epoch %d and writes.\n", leaving.Name(), next.Owner, p, next.Epoch)
-	if _, err := d.nodes[1].Call(ctx, key, "put", []byte("written by the new owner")); err != nil {
+	if _, err := nodes[1].Call(ctx, key, "put", []byte("written by the new owner")); err != nil {
 		return err
 	}
 	close(d.release)
@@ -216,8 +194,7 @@ func (d *demo) fencing(ctx context.Context) error {
 	if err := <-left; err != nil {
 		return err
 	}
-	d.nodes = d.nodes[:3]
-	v, err := d.nodes[1].Call(ctx, key, "get", nil)
+	v, err := nodes[1].Call(ctx, key, "get", nil)
 	if err != nil {
 		return err
 	}
@@ -228,43 +205,10 @@ func (d *demo) fencing(ctx context.Context) error {
 
 // claims returns node-0's view of every partition's claim.
 func (d *demo) claims() []store.Claim {
+	n := d.c.Nodes()[0]
 	out := make([]store.Claim, ring.DefaultPartitions)
 	for p := range out {
-		out[p], _ = d.nodes[0].Owner(p)
+		out[p], _ = n.Owner(p)
 	}
 	return out
-}
-
-// waitSettled waits until every node sees every node and the claims agree
-// with the ring's placement.
-func (d *demo) waitSettled(ctx context.Context) error {
-	members := make([]ring.Member, len(d.nodes))
-	for i, n := range d.nodes {
-		members[i] = ring.Member{Name: n.Name()}
-	}
-	want := ring.Place(members, ring.DefaultPartitions, 1)
-	for {
-		settled := true
-		for _, n := range d.nodes {
-			for p, o := range want.Owners {
-				if c, ok := n.Owner(p); !ok || c.Owner != o {
-					settled = false
-				}
-			}
-		}
-		if settled {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("cluster did not settle: %w", ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-func (d *demo) close() {
-	for _, n := range d.nodes {
-		n.Close()
-	}
 }

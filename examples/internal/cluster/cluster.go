@@ -1,0 +1,177 @@
+// Package cluster starts a demo cluster for the example programs: several
+// router.Nodes in one process, on loopback sockets, with their data in a
+// temporary directory and timings short enough for a demo.
+//
+//	c, err := cluster.New("singlewriter-demo-", func(n *router.Node) {
+//		n.Handle("get", get)
+//	})
+//	if err != nil { ... }
+//	defer c.Close()
+//	for _, name := range []string{"node-0", "node-1", "node-2"} {
+//		if _, err := c.Start(ctx, name); err != nil { ... }
+//	}
+//	if err := c.WaitSettled(ctx); err != nil { ... }
+//
+// The first node started bootstraps the cluster; each later one joins
+// through the gossip addresses of the nodes already running. Pause is the
+// demos' hook for stopping a handler midway while a partition moves.
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/singlewriter/singlewriter/ring"
+	"github.com/singlewriter/singlewriter/router"
+)
+
+// Demo timings: a cluster on loopback settles and hands partitions off in
+// well under a second with these (router.Config documents each).
+const (
+	settleTime = 100 * time.Millisecond
+	// DrainTimeout is how long a node waits for the calls in flight on a
+	// partition it hands off; a call still running then is fenced.
+	DrainTimeout     = 300 * time.Millisecond
+	pushPullInterval = 500 * time.Millisecond
+)
+
+// Cluster is a set of nodes running in this process.
+type Cluster struct {
+	dir   string
+	setup func(*router.Node)
+
+	// mu guards nodes and started.
+	mu sync.Mutex
+	// nodes are the running nodes, in start order.
+	nodes []*router.Node
+	// started counts the nodes ever started: only the first bootstraps.
+	started int
+}
+
+// New creates an empty cluster whose nodes keep their data under a new
+// temporary directory named with prefix. setup registers the handlers on
+// every node before it starts.
+func New(prefix string, setup func(*router.Node)) (*Cluster, error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, err
+	}
+	return &Cluster{dir: dir, setup: setup}, nil
+}
+
+// Dir returns the directory holding the nodes' data.
+func (c *Cluster) Dir() string { return c.dir }
+
+// Nodes returns the running nodes, in start order.
+func (c *Cluster) Nodes() []*router.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.nodes)
+}
+
+// Start starts a node named name and joins it to the running nodes; the
+// cluster's first node bootstraps a new cluster instead.
+func (c *Cluster) Start(ctx context.Context, name string) (*router.Node, error) {
+	c.mu.Lock()
+	var seeds []string
+	for _, n := range c.nodes {
+		seeds = append(seeds, n.GossipAddr())
+	}
+	bootstrap := c.started == 0
+	c.started++
+	c.mu.Unlock()
+	n, err := router.New(router.Config{
+		Name:             name,
+		DataDir:          filepath.Join(c.dir, name),
+		Seeds:            seeds,
+		Bootstrap:        bootstrap,
+		SettleTime:       settleTime,
+		DrainTimeout:     DrainTimeout,
+		PushPullInterval: pushPullInterval,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.setup(n)
+	if err := n.Start(ctx); err != nil {
+		n.Close()
+		return nil, err
+	}
+	c.mu.Lock()
+	c.nodes = append(c.nodes, n)
+	c.mu.Unlock()
+	return n, nil
+}
+
+// WaitSettled waits until every running node's view of every partition
+// names the owner the ring places it on, and that owner serves it.
+func (c *Cluster) WaitSettled(ctx context.Context) error {
+	nodes := c.Nodes()
+	members := make([]ring.Member, len(nodes))
+	byName := map[string]*router.Node{}
+	for i, n := range nodes {
+		members[i] = ring.Member{Name: n.Name()}
+		byName[n.Name()] = n
+	}
+	want := ring.Place(members, ring.DefaultPartitions, 1)
+	settled := func() bool {
+		for p, o := range want.Owners {
+			for _, n := range nodes {
+				if cl, ok := n.Owner(p); !ok || cl.Owner != o {
+					return false
+				}
+			}
+			if _, ok := byName[o].Serving(p); !ok {
+				return false
+			}
+		}
+		return true
+	}
+	for !settled() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster did not settle: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// Leave stops n as a deploy's SIGTERM handler does: it hands n's
+// partitions to the nodes that own them next, leaves the gossip and closes
+// n (router.Node.Leave).
+func (c *Cluster) Leave(ctx context.Context, n *router.Node) error {
+	err := n.Leave(ctx)
+	c.forget(n)
+	return err
+}
+
+// Crash stops n as a crash would: it closes n without handing its
+// partitions off (router.Node.Close). With replication factor 1 they stay
+// unavailable until n restarts with its data directory. ctx is unused; it
+// is there so that a program can switch between Leave and Crash.
+func (c *Cluster) Crash(_ context.Context, n *router.Node) error {
+	err := n.Close()
+	c.forget(n)
+	return err
+}
+
+// forget drops n from the running nodes.
+func (c *Cluster) forget(n *router.Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nodes = slices.DeleteFunc(c.nodes, func(m *router.Node) bool { return m == n })
+}
+
+// Close closes every running node and removes the data directory.
+func (c *Cluster) Close() {
+	for _, n := range c.Nodes() {
+		c.Crash(context.Background(), n)
+	}
+	os.RemoveAll(c.dir)
+}
