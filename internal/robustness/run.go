@@ -91,7 +91,8 @@ func execute(cfg runConfig) (res result) {
 			return invalid("start: %v", err)
 		}
 	}
-	if _, err := c.converge(); err != nil {
+	initial, err := c.converge()
+	if err != nil {
 		return invalid("the new cluster did not converge: %v", err)
 	}
 	rng := rand.New(rand.NewPCG(cfg.seed, 0x5eed))
@@ -131,13 +132,18 @@ func execute(cfg runConfig) (res result) {
 		res.Bit += st.Bit()
 		res.Fenced += st.Stats.FencedCommits
 	}
+	if cfg.rf > 1 {
+		// With replicas, a crashed owner's partitions are taken over
+		// without a refusal or a failure: the new epochs are the bite.
+		res.Bit += newEpochs(initial, all)
+	}
 	switch {
 	case nemesisErr != nil:
 		res.Invalid = fmt.Sprintf("nemesis failed: %v", nemesisErr)
 	case res.Rate < minRate:
 		res.Invalid = fmt.Sprintf("traffic reached %.0f ops/s before the fault, want %d", res.Rate, minRate)
 	case res.Bit == 0:
-		res.Invalid = "the fault did not bite: no fenced write, refused promise, failed acquire or drain timeout"
+		res.Invalid = "the fault did not bite: no fenced write, refused promise, failed acquire, drain timeout or (with replicas) takeover"
 	case !finished:
 		res.Invalid = "the linearizability check timed out"
 	default:
@@ -216,4 +222,28 @@ func writeJSON(path string, v any) {
 	if err == nil {
 		os.WriteFile(path, b, 0o644)
 	}
+}
+
+// newEpochs counts the partitions whose newest epoch in after's audits is
+// above every epoch in before's: the partitions the faults moved.
+func newEpochs(before, after []api.Status) uint64 {
+	newest := func(sts []api.Status) map[int]uint64 {
+		m := map[int]uint64{}
+		for _, st := range sts {
+			for p, claims := range st.Audit {
+				for _, c := range claims {
+					m[p] = max(m[p], c.Epoch)
+				}
+			}
+		}
+		return m
+	}
+	was := newest(before)
+	var n uint64
+	for p, e := range newest(after) {
+		if e > was[p] {
+			n++
+		}
+	}
+	return n
 }
