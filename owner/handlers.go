@@ -25,6 +25,9 @@ func (o *Owner) HandlePrepare(ctx context.Context, req Prepare) (PromiseReply, e
 	if err := o.checkPartition(req.P); err != nil {
 		return PromiseReply{}, err
 	}
+	if err := o.checkMemory(req.P, req.Base); err != nil {
+		return PromiseReply{}, err
+	}
 	pt := o.parts[req.P]
 	pt.beginPrepare()
 	defer pt.endPrepare()
@@ -69,6 +72,9 @@ func (o *Owner) drain(ctx context.Context, p int) {
 // HandleAccept answers an Accept from another node.
 func (o *Owner) HandleAccept(ctx context.Context, req Accept) (AcceptReply, error) {
 	if err := o.checkPartition(req.P); err != nil {
+		return AcceptReply{}, err
+	}
+	if err := o.checkMemory(req.P, req.Base); err != nil {
 		return AcceptReply{}, err
 	}
 	if err := o.learn(ctx, req.P, req.Base); err != nil {
@@ -225,6 +231,30 @@ func (o *Owner) checkPartition(p int) error {
 	}
 	if p < 0 || p >= len(o.parts) {
 		return fmt.Errorf("owner: partition %d out of range [0,%d)", p, len(o.parts))
+	}
+	return nil
+}
+
+// checkMemory refuses to act as a replica of claim base of partition p
+// (promise, accept) when this node is one of base's replicas but holds no
+// trace of having been one: no promise, no accepted proposal, no data. Its
+// data directory was lost and it came back under the same name. A replica
+// that forgot what it promised and stored must not count toward a
+// majority: it could hide a chosen successor, or make a copy that lacks
+// acknowledged writes look like the most advanced one. It takes part again
+// once a new claim syncs a copy to it (Install raises its promise). The
+// root claims (epoch 0) are exempt: their only replica, the bootstrap
+// node, promised nothing yet.
+func (o *Owner) checkMemory(p int, base store.Claim) error {
+	if base.Epoch == 0 || !slices.Contains(base.Replicas, o.cfg.Self) {
+		return nil
+	}
+	m, err := o.store.Meta(p)
+	if err != nil {
+		return err
+	}
+	if m.Promised == 0 && m.Position == (store.Position{}) && m.Accepted.Owner == "" {
+		return fmt.Errorf("owner: partition %d: %s is a replica of the claim at epoch %d but holds no promise and no data of it (was its data directory lost?); it takes no part until a new claim syncs it", p, o.cfg.Self, base.Epoch)
 	}
 	return nil
 }

@@ -80,3 +80,25 @@ func TestReplicaAppliesBatchesInTheOwnersOrderWhateverTheirArrival(t *testing.T)
 	v, _, _ = s.Get(1, []byte("k"))
 	require.Equal(t, "second", string(v))
 }
+
+func TestReplicaThatLostItsDataTakesNoPartInAcquisitions(t *testing.T) {
+	ctx := context.Background()
+	r, s := replicaOf(t) // an empty data directory under the name "r"
+	base := store.Claim{Epoch: 4, Owner: "a", Replicas: []string{"a", "r", "b"}}
+	// Gossip told it the claim: that is not a memory of having been its replica.
+	require.NoError(t, r.learn(ctx, 1, base))
+	_, err := r.HandlePrepare(ctx, Prepare{P: 1, Ballot: 5, Base: base})
+	require.ErrorContains(t, err, "holds no promise and no data")
+	_, err = r.HandleAccept(ctx, Accept{P: 1, Base: base, Value: store.Claim{Epoch: 5, Owner: "b", Replicas: base.Replicas}})
+	require.ErrorContains(t, err, "holds no promise and no data")
+	m, err := s.Meta(1)
+	require.NoError(t, err)
+	require.Zero(t, m.Promised, "it promised nothing")
+
+	// A claim that does not name it, and the root claims, are answered.
+	other := store.Claim{Epoch: 4, Owner: "a", Replicas: []string{"a", "b", "c"}}
+	_, err = r.HandlePrepare(ctx, Prepare{P: 2, Ballot: 5, Base: other})
+	require.NoError(t, err)
+	_, err = r.HandlePrepare(ctx, Prepare{P: 3, Ballot: 1, Base: store.Claim{Owner: "r", Replicas: []string{"r"}}})
+	require.NoError(t, err)
+}
