@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/memberlist"
@@ -24,6 +26,38 @@ type hooks struct {
 	// refusals counts merges refused for another fingerprint. Join reads it
 	// to tell a refusal from an unreachable seed.
 	refusals atomic.Uint64
+
+	// mu guards members.
+	mu sync.Mutex
+	// members holds a copy of every live member's node, as the events
+	// reported it. memberlist.Members returns its own Node values, which it
+	// updates in place under its lock (a new Meta, a new address), so
+	// reading them races; the events hand them over under that lock.
+	members map[string]memberlist.Node
+}
+
+// setMember records a copy of node as live.
+func (h *hooks) setMember(node *memberlist.Node) {
+	c := *node
+	c.Meta, c.Addr = slices.Clone(node.Meta), slices.Clone(node.Addr)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.members == nil {
+		h.members = map[string]memberlist.Node{}
+	}
+	h.members[node.Name] = c
+}
+
+// liveMembers returns copies of the live members' nodes, ordered by name.
+func (h *hooks) liveMembers() []memberlist.Node {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	nodes := make([]memberlist.Node, 0, len(h.members))
+	for _, n := range h.members {
+		nodes = append(nodes, n)
+	}
+	slices.SortFunc(nodes, func(a, b memberlist.Node) int { return strings.Compare(a.Name, b.Name) })
+	return nodes
 }
 
 // notify asks the table goroutine to rebuild the table, without blocking: if
@@ -66,14 +100,28 @@ func (h *hooks) NotifyMerge(peers []*memberlist.Node) error {
 	return nil
 }
 
-// NotifyJoin signals the table goroutine (memberlist.EventDelegate).
-func (h *hooks) NotifyJoin(*memberlist.Node) { h.notify() }
+// NotifyJoin records the member and signals the table goroutine
+// (memberlist.EventDelegate).
+func (h *hooks) NotifyJoin(node *memberlist.Node) {
+	h.setMember(node)
+	h.notify()
+}
 
-// NotifyLeave signals the table goroutine (memberlist.EventDelegate).
-func (h *hooks) NotifyLeave(*memberlist.Node) { h.notify() }
+// NotifyLeave forgets the member and signals the table goroutine
+// (memberlist.EventDelegate).
+func (h *hooks) NotifyLeave(node *memberlist.Node) {
+	h.mu.Lock()
+	delete(h.members, node.Name)
+	h.mu.Unlock()
+	h.notify()
+}
 
-// NotifyUpdate signals the table goroutine (memberlist.EventDelegate).
-func (h *hooks) NotifyUpdate(*memberlist.Node) { h.notify() }
+// NotifyUpdate records the member's new state and signals the table
+// goroutine (memberlist.EventDelegate).
+func (h *hooks) NotifyUpdate(node *memberlist.Node) {
+	h.setMember(node)
+	h.notify()
+}
 
 // NodeMeta returns this node's metadata (memberlist.Delegate); validate
 // checked it fits memberlist.MetaMaxSize.

@@ -14,7 +14,8 @@ func (r *Ring) run() {
 	}
 }
 
-// rebuild builds the table from memberlist's live members and publishes it if
+// rebuild builds the table from the live members (as memberlist's events
+// reported them) and publishes it if
 // its checksum differs from the current one's. Only New (before the table
 // goroutine starts) and the table goroutine call it, so there is one
 // publisher and Version grows by one per publication.
@@ -23,7 +24,7 @@ func (r *Ring) run() {
 // left out. memberlist's AliveDelegate already refuses them; this covers a
 // node that changed its metadata in an update.
 func (r *Ring) rebuild() {
-	nodes := r.ml.Members()
+	nodes := r.hooks.liveMembers()
 	members := make([]Member, 0, len(nodes))
 	for _, n := range nodes {
 		m, err := decodeMeta(n.Meta)

@@ -44,7 +44,7 @@ func (r *Ring) rejoinMissingSeeds() {
 		return
 	}
 	live := map[string]bool{}
-	for _, m := range r.ml.Members() {
+	for _, m := range r.hooks.liveMembers() {
 		live[m.Address()] = true
 	}
 	var missing []string
