@@ -40,9 +40,10 @@ type partition struct {
 	// claim, when it has other replicas: the next batch follows it.
 	pos store.Position
 	// lagging is set when a replica did not confirm a batch of the served
-	// claim: a new claim must sync the replicas again. servedSince is when
-	// serving the claim began.
+	// claim: a new claim must sync the replicas again; stalled, when a
+	// batch lacked a majority. servedSince is when serving the claim began.
 	lagging     bool
+	stalled     bool
 	servedSince time.Time
 
 	// On a replica: queued is the position of the last batch queued in the
@@ -53,21 +54,24 @@ type partition struct {
 	turns       map[uint64]chan struct{}
 }
 
-// markLagging records that a replica missed a batch of the served claim.
-func (pt *partition) markLagging() {
+// markLagging records that a replica missed a batch of the served claim;
+// stalled, that too few replicas confirmed it for a majority.
+func (pt *partition) markLagging(stalled bool) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	pt.lagging = true
+	pt.stalled = pt.stalled || stalled
 }
 
-// dueResync reports whether a replica lags and the served claim is old
-// enough (resyncInterval) for a new claim to resync it: a replica that is
-// down but still a member lags at every write, and each resync drains the
-// partition.
+// dueResync reports whether a new claim should resync the served claim's
+// replicas: at once if they are too far behind for a majority (no write
+// can succeed until then), else once the claim has been served for
+// resyncInterval (a replica that is down but still a member lags at every
+// write, and each resync drains the partition).
 func (pt *partition) dueResync(now time.Time) bool {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	return pt.serving && pt.lagging && now.Sub(pt.servedSince) >= resyncInterval
+	return pt.serving && pt.lagging && (pt.stalled || now.Sub(pt.servedSince) >= resyncInterval)
 }
 
 // forgetQueued makes the next replicated batch re-read the store's
@@ -145,7 +149,7 @@ func (pt *partition) start(c store.Claim, pos store.Position, fenced func() bool
 	if pt.preparing > 0 || fenced() {
 		return false
 	}
-	pt.serving, pt.claim, pt.pos, pt.lagging, pt.servedSince = true, c, pos, false, time.Now()
+	pt.serving, pt.claim, pt.pos, pt.lagging, pt.stalled, pt.servedSince = true, c, pos, false, false, time.Now()
 	return true
 }
 

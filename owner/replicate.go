@@ -76,8 +76,9 @@ func (o *Owner) Submit(l Lease, b *store.Batch) *Commit {
 	b.Prev = &prev
 	pt.pos = store.Position{Epoch: l.Epoch, LSN: prev.LSN + 1}
 	pending := o.store.Submit(b)
+	n := len(pt.claim.Replicas)
 	pt.mu.Unlock()
-	return o.replicate(b, pending, others, len(pt.claim.Replicas))
+	return o.replicate(b, pending, others, n)
 }
 
 // otherReplicas returns c's replicas other than self.
@@ -93,7 +94,8 @@ func otherReplicas(c store.Claim, self string) []string {
 
 // replicate sends b to others and returns a Commit that completes once a
 // majority of the n replicas (this node's commit, local, included) hold b,
-// or once that can no longer happen.
+// or once that can no longer happen. It then still collects the other
+// answers: a replica that did not confirm marks the partition lagging.
 func (o *Owner) replicate(b *store.Batch, local *store.Pending, others []string, n int) *Commit {
 	c := &Commit{done: make(chan struct{})}
 	results := make(chan error, len(others)+1)
@@ -116,22 +118,26 @@ func (o *Owner) replicate(b *store.Batch, local *store.Pending, others []string,
 		<-local.Done()
 		results <- local.Err()
 		need := n/2 + 1
-		var acks, answers int
+		var acks int
 		var errs []error
-		for acks < need && answers < n && acks+n-answers >= need {
-			err := <-results
-			answers++
-			if err == nil {
+		decided := false
+		for range n {
+			if err := <-results; err != nil {
+				errs = append(errs, err)
+			} else {
 				acks++
-				continue
 			}
-			errs = append(errs, err)
+			if !decided && (acks >= need || n-len(errs) < need) {
+				decided = true
+				if acks < need {
+					c.err = quorumError(b, errs)
+				}
+				close(c.done)
+			}
 		}
-		if acks < need {
-			c.err = quorumError(b, errs)
-			o.parts[b.Partition].markLagging()
+		if len(errs) > 0 {
+			o.parts[b.Partition].markLagging(acks < need)
 		}
-		close(c.done)
 	}()
 	return c
 }

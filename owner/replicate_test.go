@@ -102,3 +102,17 @@ func TestReplicaThatLostItsDataTakesNoPartInAcquisitions(t *testing.T) {
 	_, err = r.HandlePrepare(ctx, Prepare{P: 3, Ballot: 1, Base: store.Claim{Owner: "r", Replicas: []string{"r"}}})
 	require.NoError(t, err)
 }
+
+func TestLaggingReplicaIsResyncedAtOnceOnlyWhenNoMajorityRemains(t *testing.T) {
+	start := time.Now()
+	pt := &partition{}
+	require.True(t, pt.start(store.Claim{Epoch: 3, Owner: "a", Replicas: []string{"a", "b", "c"}}, store.Position{Epoch: 3, LSN: 1}, func() bool { return false }))
+	require.False(t, pt.dueResync(start.Add(time.Hour)), "no replica lags")
+
+	pt.markLagging(false) // one backup missed a batch; the other confirmed it
+	require.False(t, pt.dueResync(start.Add(time.Second)), "a majority still confirms: wait, the backup may be down")
+	require.True(t, pt.dueResync(start.Add(time.Minute)))
+
+	pt.markLagging(true) // a batch lacked a majority: no write can succeed
+	require.True(t, pt.dueResync(start.Add(time.Second)))
+}
