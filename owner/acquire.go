@@ -45,14 +45,20 @@ func (o *Owner) fenced(p int, c store.Claim) bool {
 
 // acquire runs the acquire protocol for partition p from base, following
 // newer claims while this node is still the one that should own p. It
-// reports success and the highest epoch seen.
-func (o *Owner) acquire(p int, base store.Claim, t *ring.Table) (bool, epoch.Epoch) {
+// proposes the replica set want if it starts with this node (a handoff
+// names the set the ring will have once the leaving node is gone), else
+// the ring's if this node heads it, else this node alone. It reports
+// success and the highest epoch seen.
+func (o *Owner) acquire(p int, base store.Claim, t *ring.Table, want []string) (bool, epoch.Epoch) {
 	seen := o.parts[p].seenEpoch()
 	if m, err := o.store.Meta(p); err == nil {
 		seen = max(seen, m.Promised)
 	}
 	replicas := []string{o.cfg.Self}
-	if p < len(t.Replicas) && len(t.Replicas[p]) > 0 && t.Replicas[p][0] == o.cfg.Self {
+	switch {
+	case len(want) > 0 && want[0] == o.cfg.Self:
+		replicas = want
+	case p < len(t.Replicas) && len(t.Replicas[p]) > 0 && t.Replicas[p][0] == o.cfg.Self:
 		replicas = t.Replicas[p]
 	}
 	for o.ctx.Err() == nil {

@@ -167,6 +167,28 @@ func DecodeReplicate(b []byte) (Replicate, error) {
 	return Replicate{Batch: batch}, finish(d, "replicate")
 }
 
+// Encode returns m's wire encoding.
+func (m Handoff) Encode() []byte {
+	var e wire.Encoder
+	e.Uvarint(uint64(m.P))
+	e.Uvarint(uint64(len(m.Replicas)))
+	for _, r := range m.Replicas {
+		e.String(r)
+	}
+	return e.Out()
+}
+
+// DecodeHandoff decodes a Handoff.
+func DecodeHandoff(b []byte) (Handoff, error) {
+	d := wire.NewDecoder(b)
+	m := Handoff{P: DecodePartition(d)}
+	n := d.Uvarint()
+	for i := uint64(0); i < n && d.Err() == nil; i++ {
+		m.Replicas = append(m.Replicas, d.String())
+	}
+	return m, finish(d, "handoff")
+}
+
 func encodeMeta(e *wire.Encoder, m store.Meta) { e.Binary(m) }
 
 func decodeMeta(d *wire.Decoder) store.Meta {

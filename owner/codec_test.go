@@ -37,6 +37,10 @@ func TestMessagesRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ChooseReply{Recorded: true, Meta: meta}, cr)
 
+	h, err := DecodeHandoff(Handoff{P: 5, Replicas: []string{"b", "c", "d"}}.Encode())
+	require.NoError(t, err)
+	require.Equal(t, Handoff{P: 5, Replicas: []string{"b", "c", "d"}}, h)
+
 	rep := Replicate{Batch: store.Batch{Partition: 5, Epoch: 7, Prev: &meta.Position, RequestID: []byte("r"), Response: []byte("ok"),
 		Writes: []store.KV{{Key: []byte("k"), Value: []byte("v")}, {Key: []byte("empty"), Value: []byte{}}, {Key: []byte("deleted")}}}}
 	r, err := DecodeReplicate(rep.Encode())
@@ -93,6 +97,7 @@ func FuzzDecodeMessages(f *testing.F) {
 			require.NoError(t, err)
 			require.Equal(t, m, again)
 		}
+		_, _ = DecodeHandoff(b)
 		_, _ = DecodePromiseReply(b)
 		_, _ = DecodeAcceptReply(b)
 		_, _ = DecodeSync(b)

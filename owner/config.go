@@ -28,8 +28,8 @@ type Transport interface {
 	// proposal at ballot that expects the data at position pos; next is nil
 	// after the last page.
 	Fetch(ctx context.Context, from string, p int, ballot epoch.Epoch, pos store.Position, after []byte) (entries []store.Entry, next []byte, err error)
-	// Handoff asks node to to acquire partition p now (graceful Leave).
-	Handoff(ctx context.Context, to string, p int) error
+	// Handoff asks node to to acquire a partition now (graceful Leave).
+	Handoff(ctx context.Context, to string, req Handoff) error
 	// Replicate sends an owner's batch to a replica of its claim and
 	// returns once the replica holds it durably (see HandleReplicate).
 	Replicate(ctx context.Context, to string, req Replicate) error

@@ -203,9 +203,11 @@ func (o *Owner) HandleFetch(p int, ballot epoch.Epoch, pos store.Position, after
 	return o.store.Export(p, after, FetchPageBytes)
 }
 
-// HandleHandoff starts acquiring partition p now, because its owner is
-// leaving. It returns at once; the caller watches the claims.
-func (o *Owner) HandleHandoff(p int) error {
+// HandleHandoff starts acquiring partition req.P now, with replica set
+// req.Replicas, because its owner is leaving. It returns at once; the
+// caller watches the claims.
+func (o *Owner) HandleHandoff(req Handoff) error {
+	p := req.P
 	if err := o.checkPartition(p); err != nil {
 		return err
 	}
@@ -221,7 +223,7 @@ func (o *Owner) HandleHandoff(p int) error {
 		return nil // an attempt is already running
 	}
 	o.wg.Add(1)
-	go o.attempt(Step{P: p, Action: Acquire, Claim: c}, o.ring.Table())
+	go o.attempt(Step{P: p, Action: Acquire, Claim: c, Replicas: req.Replicas}, o.ring.Table())
 	return nil
 }
 

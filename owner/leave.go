@@ -35,7 +35,7 @@ func (o *Owner) Leave(ctx context.Context) error {
 		}
 		for _, p := range owned {
 			hctx, cancel := context.WithTimeout(ctx, o.cfg.RequestTimeout)
-			if err := o.cfg.Transport.Handoff(hctx, next.Owners[p], p); err != nil {
+			if err := o.cfg.Transport.Handoff(hctx, next.Owners[p], Handoff{P: p, Replicas: next.Replicas[p]}); err != nil {
 				o.cfg.Logger.Debug("handoff request failed", "partition", p, "to", next.Owners[p], "err", err)
 			}
 			cancel()

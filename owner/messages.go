@@ -68,6 +68,17 @@ type Sync struct {
 	Pos store.Position
 }
 
+// Handoff asks a node to acquire partition P now, because its owner is
+// leaving, with replica set Replicas (the node first): the set the ring
+// will have once the leaving node is gone. Without it, the node would not
+// head the ring's replica set yet and would propose itself alone.
+type Handoff struct {
+	// P is the partition.
+	P int
+	// Replicas is the replica set to propose.
+	Replicas []string
+}
+
 // Choose tells a replica that Claim was chosen for partition P. With Final
 // unset it only asks the replica to record it (a base replica, while the
 // claim is being made final); with Final set the claim is final and the

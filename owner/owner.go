@@ -283,7 +283,7 @@ func (o *Owner) attempt(s Step, t *ring.Table) {
 	case Resume:
 		ok = o.resume(s.P, s.Claim)
 	case Acquire:
-		ok, seen = o.acquire(s.P, s.Claim, t)
+		ok, seen = o.acquire(s.P, s.Claim, t, s.Replicas)
 		if ok {
 			o.stats.acquired.Add(1)
 		} else {

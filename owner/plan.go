@@ -34,6 +34,9 @@ type Step struct {
 	// Claim is the claim the action starts from: the newest one known,
 	// or, for Finalize, the one to make final.
 	Claim store.Claim
+	// Replicas, for an Acquire, is the replica set to propose, this node
+	// first; nil means the ring's.
+	Replicas []string
 }
 
 // Plan compares the ring's desired placement with the claims and returns

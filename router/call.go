@@ -33,9 +33,9 @@ func RequestID(id []byte) CallOption {
 // response. It may enter any node: the call goes to the owner of the key's
 // partition and is retried, with the same request ID, until an owner
 // answers or ctx ends. Its errors match ErrUnavailable (no owner answered
-// in time), ErrUnknownMethod, ErrHandler, ErrStaleEpoch (the handler ran
-// but the partition moved on before its commit: nothing was written),
-// ErrPayloadTooLarge, ErrEmptyKey or ErrClosed.
+// in time), ErrUnknownMethod, ErrHandler, ErrStaleEpoch (replication factor
+// 1 only: the handler ran but the partition moved on before its commit:
+// nothing was written), ErrPayloadTooLarge, ErrEmptyKey or ErrClosed.
 func (n *Node) Call(ctx context.Context, key []byte, method string, payload []byte, opts ...CallOption) ([]byte, error) {
 	var o callOptions
 	for _, opt := range opts {
@@ -69,8 +69,12 @@ func (n *Node) Call(ctx context.Context, key []byte, method string, payload []by
 			case statusHandlerError:
 				return nil, fmt.Errorf("%w: %s", ErrHandler, r.Body)
 			case statusStale:
-				return nil, fmt.Errorf("router: write refused, the partition moved to a newer epoch (%s); nothing was written: %w",
-					strings.TrimPrefix(string(r.Body), "epoch: "), ErrStaleEpoch)
+				refusal := strings.TrimPrefix(string(r.Body), "epoch: ")
+				if n.cfg.ReplicationFactor == 1 {
+					return nil, fmt.Errorf("router: write refused, the partition moved to a newer epoch (%s); nothing was written: %w", refusal, ErrStaleEpoch)
+				}
+				// Another replica may hold the write: ask the new owner.
+				err = fmt.Errorf("router: write refused by a replica, the partition moved to a newer epoch (%s): %w", refusal, ErrStaleEpoch)
 			case statusNotOwner:
 				err = fmt.Errorf("%w: partition %d", ErrNotOwner, p)
 				if n.owner.Claims().Merge(p, r.Claim) {

@@ -29,8 +29,12 @@ var (
 	// ErrNotOwner is matched by a call that reached a node that does not
 	// serve the key; Call retries those itself until ctx ends.
 	ErrNotOwner = owner.ErrNotOwner
-	// ErrStaleEpoch is matched when a write was fenced: the partition moved
-	// to a newer epoch while the call ran, and nothing was written. Call
-	// returns it without retrying, because the handler already ran once.
+	// ErrStaleEpoch is matched, with replication factor 1, when a write was
+	// fenced: the partition moved to a newer epoch while the call ran, and
+	// nothing was written. Call returns it without retrying, because the
+	// handler already ran once. With replicas, a refusal by one replica does
+	// not prove that no other one applied the write, so Call retries it like
+	// an unavailable owner, with the same request ID: the new owner answers
+	// with the stored response if the write survived, or runs the call.
 	ErrStaleEpoch = epoch.ErrStale
 )

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/singlewriter/singlewriter/store"
 )
 
 // ledger records, per key, the increments a workload attempted and the
@@ -236,4 +239,64 @@ func TestIsolatedOwnerCannotCommitAndTheMajorityTakesOver(t *testing.T) {
 	v, err = c.nodes[1].Call(ctx, key, "get", nil)
 	require.NoError(t, err)
 	require.Equal(t, uint64(6), binary.BigEndian.Uint64(v), "after the heal, the value is the majority's")
+}
+
+// With replicas, a paused owner's late write is refused by the replicas
+// that promised the new owner, and Call, which cannot tell whether another
+// replica kept the write, asks the new owner with the same request ID: the
+// increment is applied exactly once, by the new owner.
+func TestPausedOwnerWithReplicasIsFencedAndTheCallCompletesOnTheNewOwner(t *testing.T) {
+	computed, release := make(chan struct{}), make(chan struct{})
+	var runs atomic.Int32
+	c := newReplicatedCluster(t, 4, 3, func(n *Node) {
+		n.Handle("get", get)
+		n.Handle("inc", counter)
+		n.Handle("paused-inc", func(ctx context.Context, req *Request) ([]byte, error) {
+			out, err := counter(ctx, req)
+			if runs.Add(1) == 1 {
+				close(computed) // the write is computed ...
+				<-release       // ... and the handler pauses, like a long GC pause
+			}
+			return out, err
+		})
+	})
+	x := c.nodes[1]
+	entry := c.nodes[0]
+	key := keyOwnedBy(t, entry, x.Name())
+	p := x.Partition(key)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for range 3 {
+		_, err := entry.Call(ctx, key, "inc", nil)
+		require.NoError(t, err)
+	}
+
+	paused := make(chan error, 1)
+	go func() {
+		_, err := entry.Call(ctx, key, "paused-inc", nil)
+		paused <- err
+	}()
+	<-computed
+	left := make(chan error, 1)
+	go func() { left <- x.Leave(ctx) }() // its drain gives up on the paused call
+	var next store.Claim
+	waitFor(t, 30*time.Second, func() error {
+		cl, ok := entry.Owner(p)
+		if !ok || cl.Owner == x.Name() {
+			return fmt.Errorf("partition %d still claimed by %s", p, cl.Owner)
+		}
+		next = cl
+		return nil
+	})
+	require.Len(t, next.Replicas, 3, "the handoff keeps every copy")
+	require.NotContains(t, next.Replicas, x.Name())
+	close(release)
+
+	require.NoError(t, <-paused, "the call completes on the new owner")
+	require.EqualValues(t, 2, runs.Load(), "the handler ran on the paused owner, then on the new one")
+	require.NotZero(t, x.Stats().FencedCommits, "the paused owner's commit was refused")
+	v, err := entry.Call(ctx, key, "get", nil)
+	require.NoError(t, err)
+	require.Equal(t, uint64(4), binary.BigEndian.Uint64(v), "incremented exactly once")
+	require.NoError(t, <-left)
 }

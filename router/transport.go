@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/singlewriter/singlewriter/epoch"
-	"github.com/singlewriter/singlewriter/internal/wire"
 	"github.com/singlewriter/singlewriter/owner"
 	"github.com/singlewriter/singlewriter/store"
 )
@@ -65,10 +64,8 @@ func (t transport) Fetch(ctx context.Context, from string, p int, ballot epoch.E
 }
 
 // Handoff implements owner.Transport.
-func (t transport) Handoff(ctx context.Context, to string, p int) error {
-	var e wire.Encoder
-	e.Uvarint(uint64(p))
-	_, err := t.call(ctx, to, msgHandoff, e.Out())
+func (t transport) Handoff(ctx context.Context, to string, req owner.Handoff) error {
+	_, err := t.call(ctx, to, msgHandoff, req.Encode())
 	return err
 }
 
@@ -126,12 +123,11 @@ func (n *Node) serve(ctx context.Context, typ uint8, body []byte) ([]byte, error
 		}
 		return encodePage(entries, next), nil
 	case msgHandoff:
-		d := wire.NewDecoder(body)
-		p := owner.DecodePartition(d)
-		if err := d.Finish(); err != nil {
+		req, err := owner.DecodeHandoff(body)
+		if err != nil {
 			return nil, err
 		}
-		return nil, n.owner.HandleHandoff(p)
+		return nil, n.owner.HandleHandoff(req)
 	case msgReplicate:
 		req, err := owner.DecodeReplicate(body)
 		if err != nil {
