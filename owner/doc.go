@@ -24,7 +24,15 @@
 // view stable for SettleTime and reads the ring's and the claims' Changed
 // channels, the kicks channel and a timer; one attempt per partition being
 // acquired, resumed, released or finalized (Owner.attempt, from the loop
-// or HandleHandoff; at most 16 run at once); and one goroutine per protocol
-// message an attempt sends (in drive), which the attempt waits for. See
-// docs/ARCHITECTURE.md for every goroutine of the library.
+// or HandleHandoff; at most 16 run at once); one goroutine per protocol
+// message an attempt sends (in drive), which the attempt waits for; and,
+// for each batch sent to other replicas (a call's batch from Submit, a
+// start marker from commitMarker), the replication goroutines of
+// replicate: one sender per other replica, a deadline goroutine that
+// cancels the batch's context once the senders return, and a collector
+// that completes the Commit at a majority (or once none is possible),
+// then reads the remaining answers and marks the partition lagging if a
+// replica did not confirm. HandleReplicate starts none: it runs on its
+// caller's goroutine (the router's RPC handler). See docs/ARCHITECTURE.md
+// for every goroutine of the library.
 package owner

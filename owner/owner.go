@@ -180,19 +180,24 @@ func (o *Owner) kick() {
 }
 
 // run is the reconcile loop: it waits for a ring view that has been stable
-// for SettleTime, then starts the attempts Plan asks for.
+// for SettleTime, then starts the attempts Plan asks for. The wait starts
+// again when the node first gets the cluster's claims: a joining node gets
+// them in the same exchange that tells it the members, and its table of
+// itself alone, stable since it started, must not be acted on (with
+// replicas it would claim partitions with itself as their only replica).
 func (o *Owner) run() {
 	defer o.wg.Done()
 	var version uint64
 	var stableAt time.Time
+	synced := false
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
 		t := o.ring.Table()
 		changed, claimsChanged := o.ring.Changed(), o.claims.Changed()
 		now := time.Now()
-		if t.Version != version || stableAt.IsZero() {
-			version, stableAt = t.Version, now.Add(o.cfg.SettleTime)
+		if t.Version != version || stableAt.IsZero() || synced != o.synced.Load() {
+			version, stableAt, synced = t.Version, now.Add(o.cfg.SettleTime), o.synced.Load()
 		}
 		wake := time.Second
 		if now.Before(stableAt) {

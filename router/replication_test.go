@@ -127,6 +127,8 @@ func TestReplicatedClusterLosesNothingWhenANodeCrashesUnderTraffic(t *testing.T)
 		}
 		return nil
 	})
+	restart := victim.cfg
+	restart.GossipAddr, restart.RPCAddr = victim.GossipAddr(), victim.server.Addr().String()
 	crashedAt := time.Now()
 	require.NoError(t, victim.Close()) // no Leave: a crash, as far as the others can tell
 	waitFor(t, 30*time.Second, func() error {
@@ -170,6 +172,14 @@ func TestReplicatedClusterLosesNothingWhenANodeCrashesUnderTraffic(t *testing.T)
 		}
 	}
 	l.requireNothingLost(t, c.nodes[0])
+
+	// The victim restarts on its old directory, whose copies are stale: it
+	// serves none of them, gets its share of partitions back through new
+	// claims that sync it, and answers with every acknowledged write.
+	restart.Seeds = []string{c.nodes[0].GossipAddr(), c.nodes[1].GossipAddr()}
+	back := c.start(restart)
+	c.waitConverged()
+	l.requireNothingLost(t, back)
 
 	t.Logf("every survivor dropped the victim %s after the crash", detected.Round(time.Millisecond))
 	logGaps(t, "victim's keys", l, func(k string) bool { return victimOwned[k] })
