@@ -32,7 +32,9 @@
 // A Ring starts two goroutines of its own. The table goroutine (run in
 // publish.go) owns the published table: it reads the kick channel, which
 // memberlist's event callbacks signal without blocking, and the done channel,
-// which Close closes. On each kick it reads memberlist.Members, builds a table
+// which Close closes. On each kick it reads the live members that the event
+// callbacks recorded (copies: memberlist updates its own Node values in
+// place), builds a table
 // with Place and, if the checksum changed, publishes it and closes the Changed
 // channel. The reconnect goroutine (reconnect.go), started by a successful
 // Join, re-joins every 2s the seeds missing from the member list, under

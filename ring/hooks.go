@@ -14,7 +14,8 @@ import (
 // hooks receives memberlist's callbacks: it is the memberlist Delegate,
 // EventDelegate, AliveDelegate and MergeDelegate of one Ring. memberlist calls
 // it from its own goroutines while holding its internal locks, so no method
-// blocks or calls memberlist: membership events only signal kick.
+// blocks or calls memberlist: membership events record a copy of the member
+// and signal kick.
 type hooks struct {
 	fp     Fingerprint // this node's fingerprint
 	meta   []byte      // this node's encoded nodeMeta

@@ -31,7 +31,9 @@ const (
 	statusNotOwner
 	statusUnknownMethod
 	statusHandlerError
-	// statusStale: the call ran but its commit was fenced: nothing written.
+	// statusStale: the call ran but a replica refused its commit for a newer
+	// epoch (with one replica: nothing written; with more, another may
+	// hold it, and the caller retries with the same request ID).
 	statusStale
 	// statusUnavailable: the node cannot serve now (closing, store failed).
 	statusUnavailable

@@ -19,7 +19,10 @@
 // Calls for one key run one at a time, in arrival order, on the key's
 // owner; their writes commit with the call's response at the partition's
 // epoch, and the store refuses the commit if the partition moved to a newer
-// epoch meanwhile (ErrStaleEpoch). A Call entering a node that does not own
+// epoch meanwhile (ErrStaleEpoch with replication factor 1; with replicas,
+// Call retries it on the new owner with the same request ID). With
+// Config.ReplicationFactor 3 or 5 a call is answered once a majority of the
+// partition's replicas hold its commit. A Call entering a node that does not own
 // the key goes to the owner over one persistent, pipelined TCP connection
 // per peer, and is retried with the same request ID until an owner answers
 // or ctx ends (ErrUnavailable).
