@@ -54,11 +54,16 @@ type partition struct {
 	turns       map[uint64]chan struct{}
 }
 
-// markLagging records that a replica missed a batch of the served claim;
-// stalled, that too few replicas confirmed it for a majority.
-func (pt *partition) markLagging(stalled bool) {
+// markLagging records that a replica missed a batch at epoch e;
+// stalled, that too few replicas confirmed it for a majority. A batch of
+// an older claim than the one served says nothing about the current
+// replicas: it is ignored.
+func (pt *partition) markLagging(e epoch.Epoch, stalled bool) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
+	if !pt.serving || pt.claim.Epoch != e {
+		return
+	}
 	pt.lagging = true
 	pt.stalled = pt.stalled || stalled
 }

@@ -131,12 +131,14 @@ func (o *Owner) replicate(b *store.Batch, local *store.Pending, others []string,
 				decided = true
 				if acks < need {
 					c.err = quorumError(b, errs)
+					o.parts[b.Partition].markLagging(b.Epoch, true)
+					o.kick() // resync at once: no write can succeed until then
 				}
 				close(c.done)
 			}
 		}
 		if len(errs) > 0 {
-			o.parts[b.Partition].markLagging(acks < need)
+			o.parts[b.Partition].markLagging(b.Epoch, false)
 		}
 	}()
 	return c

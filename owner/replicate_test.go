@@ -2,6 +2,7 @@ package owner
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -109,10 +110,59 @@ func TestLaggingReplicaIsResyncedAtOnceOnlyWhenNoMajorityRemains(t *testing.T) {
 	require.True(t, pt.start(store.Claim{Epoch: 3, Owner: "a", Replicas: []string{"a", "b", "c"}}, store.Position{Epoch: 3, LSN: 1}, func() bool { return false }))
 	require.False(t, pt.dueResync(start.Add(time.Hour)), "no replica lags")
 
-	pt.markLagging(false) // one backup missed a batch; the other confirmed it
+	pt.markLagging(2, true) // a batch of an older claim: ignored
+	require.False(t, pt.dueResync(start.Add(time.Second)))
+
+	pt.markLagging(3, false) // one backup missed a batch; the other confirmed it
 	require.False(t, pt.dueResync(start.Add(time.Second)), "a majority still confirms: wait, the backup may be down")
 	require.True(t, pt.dueResync(start.Add(time.Minute)))
 
-	pt.markLagging(true) // a batch lacked a majority: no write can succeed
+	pt.markLagging(3, true) // a batch lacked a majority: no write can succeed
 	require.True(t, pt.dueResync(start.Add(time.Second)))
+}
+
+// flakyTransport confirms replicated batches except at the replicas in fail.
+type flakyTransport struct {
+	Transport
+	fail map[string]bool
+}
+
+func (f flakyTransport) Replicate(_ context.Context, to string, _ Replicate) error {
+	if f.fail[to] {
+		return errors.New("replica unreachable")
+	}
+	return nil
+}
+
+func TestOwnerNoticesABackupThatMissedABatchTheMajorityConfirmed(t *testing.T) {
+	for _, down := range [][]string{{"c"}, {"b", "c"}} {
+		s, err := store.Open(store.Config{Dir: t.TempDir(), NoSync: true})
+		require.NoError(t, err)
+		fail := map[string]bool{}
+		for _, r := range down {
+			fail[r] = true
+		}
+		o, err := New(Config{Self: "a", Partitions: 4, Store: s, Transport: flakyTransport{fail: fail}})
+		require.NoError(t, err)
+		claim := store.Claim{Epoch: 3, Owner: "a", Replicas: []string{"a", "b", "c"}}
+		pt := o.parts[1]
+		require.True(t, pt.start(claim, store.Position{}, func() bool { return false }))
+		l, err := o.Lease(1)
+		require.NoError(t, err)
+		c := o.Submit(l, &store.Batch{Partition: 1, Writes: []store.KV{{Key: []byte("k"), Value: []byte("v")}}})
+		<-c.Done()
+		l.Release()
+		if len(down) == 1 {
+			require.NoError(t, c.Err(), "a and b are a majority")
+		} else {
+			require.ErrorIs(t, c.Err(), ErrNoQuorum)
+		}
+		require.Eventually(t, func() bool { // the collector reads c's answer after answering the caller
+			pt.mu.Lock()
+			defer pt.mu.Unlock()
+			return pt.lagging && pt.stalled == (len(down) == 2)
+		}, 5*time.Second, time.Millisecond, "down %v", down)
+		o.Close()
+		s.Close()
+	}
 }
