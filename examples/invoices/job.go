@@ -24,24 +24,46 @@ type job struct {
 	// create is the invoice key's create handler: createInvoice, or a
 	// broken one in the test that proves the natural key matters.
 	create router.Handler
-	// ctx is the program's. A batch makes its invoice calls with it, not
-	// with the ctx of the call that triggered the batch: the owner finishes
-	// a batch it started even if that caller gave up.
+	// ctx is the program's; every instance's context derives from it.
 	ctx  context.Context
 	out  *printer
 	mail *mailbox
-	// pause stops the first run of the batch at cursor pauseAt after it
-	// sent its invoices and before it writes its checkpoint: the worst
-	// moment for its owner to go away.
+	// pause holds the first run of the batch at cursor pauseAt after it
+	// sent its invoices and before it writes its checkpoint, until its
+	// instance crashes: the worst moment for a crash.
 	pause *cluster.Pause
 
-	// mu guards runs and paused.
+	// mu guards instances, runs and paused.
 	mu sync.Mutex
+	// instances are the running instances, by node name.
+	instances map[string]*instance
 	// runs lists every run of run-batch as its handler saw it, in order,
 	// fenced ones included.
 	runs []batchRun
 	// paused is the run that pause stopped.
 	paused batchRun
+}
+
+// errCrashed ends the context of an instance that crashed.
+var errCrashed = errors.New("the instance crashed")
+
+// instance is one instance of the billing service: its node, and the
+// context of its process. A crash cannot stop goroutines in one process,
+// so the instance's own work (its scheduler, its run-batch handler and the
+// calls that handler makes) runs under ctx, which crash ends first: that
+// work stops where it is, as it would with the process.
+type instance struct {
+	n    *router.Node
+	ctx  context.Context
+	kill context.CancelCauseFunc
+}
+
+// crash stops i as a crash would: its work stops, then its node closes
+// without handing its partitions off. A run-batch call that the node
+// runs, paused or queued, writes nothing (see runBatch).
+func (i *instance) crash(c *cluster.Cluster) error {
+	i.kill(errCrashed)
+	return c.Crash(i.n)
 }
 
 // batchRun is one run of run-batch.
@@ -58,12 +80,13 @@ type batchRun struct {
 
 func newJob(ctx context.Context, out *printer, create router.Handler) *job {
 	j := &job{
-		create: create,
-		key:    fmt.Appendf(nil, "invoice-run/%s", period),
-		ctx:    ctx,
-		out:    out,
-		mail:   newMailbox(),
-		pause:  cluster.NewPause(),
+		create:    create,
+		key:       fmt.Appendf(nil, "invoice-run/%s", period),
+		ctx:       ctx,
+		out:       out,
+		mail:      newMailbox(),
+		pause:     cluster.NewPause(),
+		instances: map[string]*instance{},
 	}
 	for i := range customers {
 		j.customers = append(j.customers, fmt.Sprintf("cust-%03d", i))
@@ -71,11 +94,24 @@ func newJob(ctx context.Context, out *printer, create router.Handler) *job {
 	return j
 }
 
-// handlers registers the job's handlers on n.
+// handlers makes n an instance of the service: it registers the job's
+// handlers on n.
 func (j *job) handlers(n *router.Node) {
-	n.Handle("run-batch", j.runBatch(n))
+	i := &instance{n: n}
+	i.ctx, i.kill = context.WithCancelCause(j.ctx)
+	j.mu.Lock()
+	j.instances[n.Name()] = i
+	j.mu.Unlock()
+	n.Handle("run-batch", j.runBatch(i))
 	n.Handle("create-invoice", j.create)
 	n.Handle("get-invoice", getInvoice)
+}
+
+// instance returns the instance running on the node named name.
+func (j *job) instance(name string) *instance {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.instances[name]
 }
 
 // runBatch runs on the job key's owner. It reads the checkpoint (the
@@ -84,8 +120,14 @@ func (j *job) handlers(n *router.Node) {
 // partition's epoch. If the partition moved meanwhile, the store refuses
 // the checkpoint and the next owner redoes the batch from the last one;
 // the invoices' natural keys make that redo send nothing twice.
-func (j *job) runBatch(n *router.Node) router.Handler {
-	return func(_ context.Context, req *router.Request) ([]byte, error) {
+//
+// On a crashed instance it does nothing (see unanswered), whether the
+// call was queued or paused when the crash came.
+func (j *job) runBatch(i *instance) router.Handler {
+	return func(ctx context.Context, req *router.Request) ([]byte, error) {
+		if i.ctx.Err() != nil {
+			return unanswered(ctx)
+		}
 		from := 0
 		if v, ok := req.State.Get(); ok {
 			from = int(binary.BigEndian.Uint64(v))
@@ -94,15 +136,18 @@ func (j *job) runBatch(n *router.Node) router.Handler {
 			return []byte(done), nil
 		}
 		to := min(from+batchSize, len(j.customers))
-		r := batchRun{node: n.Name(), epoch: req.Epoch, from: from, to: to}
+		r := batchRun{node: i.n.Name(), epoch: req.Epoch, from: from, to: to}
 		var err error
-		if r.issued, r.found, err = j.issueAll(n, req.Epoch, j.customers[from:to]); err != nil {
+		if r.issued, r.found, err = j.issueAll(i, req.Epoch, j.customers[from:to]); err != nil {
 			return nil, err // nothing written: the next call redoes the batch
 		}
 		paused := from == pauseAt && j.pause.Due()
 		j.record(r, paused)
 		if paused {
-			j.pause.Wait(j.ctx)
+			// The instance crashes here, its invoices sent and its
+			// checkpoint not written: nothing releases the pause.
+			j.pause.Wait(i.ctx)
+			return unanswered(ctx)
 		}
 		// The interleaving this defends against: the handler pauses here
 		// (GC, a stalled VM) until its partition moves; the next owner
@@ -116,14 +161,23 @@ func (j *job) runBatch(n *router.Node) router.Handler {
 	}
 }
 
+// unanswered is run-batch on a crashed instance: it writes nothing and
+// holds the call until its caller is gone, as a dead process never
+// answers. The caller is either the instance's own scheduler, whose
+// context the crash ended, or another node, whose connection Close drops.
+func unanswered(ctx context.Context) ([]byte, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
 // issueAll issues the invoices of customers in parallel and counts those
 // created and those found.
-func (j *job) issueAll(n *router.Node, e epoch.Epoch, customers []string) (issued, found int, err error) {
+func (j *job) issueAll(i *instance, e epoch.Epoch, customers []string) (issued, found int, err error) {
 	fresh := make([]bool, len(customers))
 	errs := make([]error, len(customers))
 	var wg sync.WaitGroup
-	for i, c := range customers {
-		wg.Go(func() { fresh[i], errs[i] = j.issue(n, e, c) })
+	for k, c := range customers {
+		wg.Go(func() { fresh[k], errs[k] = j.issue(i, e, c) })
 	}
 	wg.Wait()
 	for _, f := range fresh {
@@ -136,14 +190,16 @@ func (j *job) issueAll(n *router.Node, e epoch.Epoch, customers []string) (issue
 
 // issue creates customer's invoice unless it exists, and sends it only if
 // this call created it: "insert the record, and only if the insert
-// succeeded, send".
-func (j *job) issue(n *router.Node, e epoch.Epoch, customer string) (bool, error) {
-	invoice := fmt.Appendf(nil, "invoice %s for %s, issued by %s at epoch %d", period, customer, n.Name(), e)
-	out, err := n.Call(j.ctx, invoiceKey(customer, period), "create-invoice", invoice)
+// succeeded, send". It calls with the instance's context, not with that of
+// the call that triggered the batch: the owner finishes a batch it
+// started even if that caller gave up.
+func (j *job) issue(i *instance, e epoch.Epoch, customer string) (bool, error) {
+	invoice := fmt.Appendf(nil, "invoice %s for %s, issued by %s at epoch %d", period, customer, i.n.Name(), e)
+	out, err := i.n.Call(i.ctx, invoiceKey(customer, period), "create-invoice", invoice)
 	for errors.Is(err, router.ErrStaleEpoch) {
 		// The invoice's partition moved while the create ran, and nothing
 		// was written: creating is idempotent, so create again.
-		out, err = n.Call(j.ctx, invoiceKey(customer, period), "create-invoice", invoice)
+		out, err = i.n.Call(i.ctx, invoiceKey(customer, period), "create-invoice", invoice)
 	}
 	if err != nil {
 		return false, err
@@ -169,7 +225,7 @@ func (j *job) record(r batchRun, paused bool) {
 	j.runs = append(j.runs, r)
 	if paused {
 		j.paused = r
-		note = "  <- pauses before writing its checkpoint"
+		note = "  <- its owner crashes before writing its checkpoint"
 	}
 	j.mu.Unlock()
 	batch := fmt.Sprintf("%d/%d", r.from/batchSize+1, (len(j.customers)+batchSize-1)/batchSize)
@@ -197,20 +253,20 @@ func (j *job) firstRunAfter(e epoch.Epoch) (batchRun, bool) {
 }
 
 // schedule is one instance's scheduler: it calls run-batch on the job key
-// until the run is done or the instance stops. Calls from all instances
+// until the run is done or the instance crashes. Calls from all instances
 // queue on the key's owner, so each runs the next batch.
-func (j *job) schedule(n *router.Node) error {
+func (j *job) schedule(i *instance) error {
 	for {
-		out, err := n.Call(j.ctx, j.key, "run-batch", nil)
+		out, err := i.n.Call(i.ctx, j.key, "run-batch", nil)
 		switch {
+		case errors.Is(context.Cause(i.ctx), errCrashed):
+			return nil
 		case err == nil && string(out) == done:
 			return nil
 		case err == nil, errors.Is(err, router.ErrStaleEpoch):
 			// A fenced batch wrote no checkpoint: the next call redoes it.
-		case errors.Is(err, router.ErrClosed):
-			return nil // this instance stopped
 		default:
-			return fmt.Errorf("%s's scheduler: %w", n.Name(), err)
+			return fmt.Errorf("%s's scheduler: %w", i.n.Name(), err)
 		}
 	}
 }

@@ -1,17 +1,20 @@
 // Command invoices runs one scheduled job on many instances: ten nodes each
 // run a scheduler, and the invoice run of a billing period happens once.
-// The run's owner is stopped while a batch is in flight; the next owner
-// resumes from the last checkpoint, and every customer gets exactly one
-// invoice.
+// The run's owner crashes while a batch is in flight; the survivors detect
+// it, the next owner resumes from the last checkpoint, and every customer
+// gets exactly one invoice.
 //
 //	go run ./examples/invoices
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,16 +29,12 @@ const (
 	period    = "2026-11"
 	customers = 500
 	batchSize = 20
-	// pauseAt is the cursor of the batch in flight when the owner stops.
+	// pauseAt is the cursor of the batch in flight when the owner crashes.
 	pauseAt = 200
+	// replicas is the replication factor: each partition survives the
+	// crash of one of its 3 replicas.
+	replicas = 3
 )
-
-// stop is how the demo stops the job's owner, and how it says so: Leave,
-// as a deploy's SIGTERM handler does. For a crash, change this line to
-// (*cluster.Cluster).Crash, "crashes (Close without Leave)". With
-// replication factor 1 a crashed owner's partitions wait for it to restart,
-// so the run would then stall at the stop: that switch needs RF >= 3.
-var stop, stopping = (*cluster.Cluster).Leave, "leaves (Leave: hands its partitions off, then closes)"
 
 func main() {
 	if _, err := run(os.Stdout, createInvoice); err != nil {
@@ -46,13 +45,11 @@ func main() {
 
 // outcome is what a run showed.
 type outcome struct {
-	// paused is the batch in flight when its owner stopped; resumed is the
+	// paused is the batch in flight when its owner crashed; resumed is the
 	// next owner's first batch.
 	paused, resumed batchRun
-	// fenced counts the stopped owner's refused commits: the paused
-	// checkpoint write, and any invoice create still running when its
-	// partition's drain gave up.
-	fenced uint64
+	// takeover is what the survivors of the crash did.
+	takeover takeover
 	// inbox is every customer's invoices, as sent.
 	inbox map[string][]string
 	// stored is every customer's invoice, as read back through Call.
@@ -65,7 +62,7 @@ func run(w io.Writer, create router.Handler) (*outcome, error) {
 	out := &printer{w: w}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	j := newJob(ctx, out, create)
-	c, err := cluster.New("singlewriter-invoices-", j.handlers)
+	c, err := cluster.New("singlewriter-invoices-", j.handlers, cluster.ReplicationFactor(replicas))
 	if err != nil {
 		cancel()
 		return nil, err
@@ -76,10 +73,8 @@ func run(w io.Writer, create router.Handler) (*outcome, error) {
 	defer cancel()
 
 	out.printf("Starting %d instances on loopback.\n", instances)
-	for i := range instances {
-		if _, err := c.Start(ctx, fmt.Sprintf("node-%d", i)); err != nil {
-			return nil, err
-		}
+	if err := start(ctx, c); err != nil {
+		return nil, err
 	}
 	if err := c.WaitSettled(ctx); err != nil {
 		return nil, err
@@ -88,32 +83,29 @@ func run(w io.Writer, create router.Handler) (*outcome, error) {
 	p := nodes[0].Partition(j.key)
 	claim, _ := nodes[0].Owner(p)
 	out.printf("\n1. The %s invoice run: %d customers in batches of %d, under job key %q\n", period, customers, batchSize, j.key)
-	out.printf("   (partition %d, owned by %s at epoch %d). Every instance's scheduler calls\n", p, claim.Owner, claim.Epoch)
-	out.printf("   run-batch on the job key until the run is done; the calls queue on the owner.\n\n")
+	out.printf("   (partition %d, owned by %s at epoch %d, with copies on %s). Every instance's\n", p, claim.Owner, claim.Epoch, others(claim.Replicas, claim.Owner))
+	out.printf("   scheduler calls run-batch on the job key until the run is done; the calls queue on the owner.\n\n")
 	out.printf(headFormat, "batch", "customers", "ran on", "epoch", "issued", "found")
 
 	errs := make(chan error, len(nodes))
 	for _, n := range nodes {
-		running.Go(func() { errs <- j.schedule(n) })
+		i := j.instance(n.Name())
+		running.Go(func() { errs <- j.schedule(i) })
 	}
 	select {
 	case <-j.pause.Paused():
 	case <-ctx.Done():
 		return nil, fmt.Errorf("no batch reached cursor %d: %w", pauseAt, ctx.Err())
 	}
-	paused := j.pausedRun()
-	owner := nodeNamed(nodes, paused.node)
-	out.printf("   -- %s %s while its batch is in flight\n", owner.Name(), stopping)
-	stopped := make(chan error, 1)
-	running.Go(func() { stopped <- stop(c, ctx, owner) })
-	next, err := waitServed(ctx, nodes, p, owner)
-	if err != nil {
-		return nil, err
+	o := &outcome{paused: j.pausedRun()}
+	owner := j.instance(o.paused.node)
+	out.printf("   -- %s crashes (Close without Leave) while its batch is in flight\n", owner.n.Name())
+	crashed := time.Now()
+	if err := owner.crash(c); err != nil {
+		return nil, fmt.Errorf("crashing %s: %w", owner.n.Name(), err)
 	}
-	out.printf("   -- %s serves partition %d at epoch %d; the paused handler is released\n", next.Owner, p, next.Epoch)
-	j.pause.Release()
-	if err := <-stopped; err != nil {
-		return nil, fmt.Errorf("stopping %s: %w", owner.Name(), err)
+	if o.takeover, err = watchTakeover(ctx, c.Nodes(), p, owner.n.Name(), crashed); err != nil {
+		return nil, err
 	}
 	for range nodes {
 		if err := <-errs; err != nil {
@@ -121,10 +113,9 @@ func run(w io.Writer, create router.Handler) (*outcome, error) {
 		}
 	}
 
-	o := &outcome{paused: paused, fenced: owner.Stats().FencedCommits}
 	var ok bool
-	if o.resumed, ok = j.firstRunAfter(paused.epoch); !ok {
-		return nil, fmt.Errorf("no batch ran after epoch %d", paused.epoch)
+	if o.resumed, ok = j.firstRunAfter(o.paused.epoch); !ok {
+		return nil, fmt.Errorf("no batch ran after epoch %d", o.paused.epoch)
 	}
 	if o.inbox, o.stored, err = j.readBack(c.Nodes()); err != nil {
 		return nil, err
@@ -132,22 +123,43 @@ func run(w io.Writer, create router.Handler) (*outcome, error) {
 	return o, report(out, j, o)
 }
 
+// start starts the instances' nodes: node-0, which bootstraps the
+// cluster, then the others at once. Joining together, they spare the
+// cluster the partition moves of every membership in between, which with
+// 3 replicas are many.
+func start(ctx context.Context, c *cluster.Cluster) error {
+	if _, err := c.Start(ctx, "node-0"); err != nil {
+		return err
+	}
+	errs := make([]error, instances)
+	var wg sync.WaitGroup
+	for i := 1; i < instances; i++ {
+		wg.Go(func() { _, errs[i] = c.Start(ctx, fmt.Sprintf("node-%d", i)) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // report prints the outcome and checks it: the next owner resumed from
-// the fenced batch's checkpoint, and every customer got exactly one
+// the crashed batch's checkpoint, and every customer got exactly one
 // invoice, the one stored under its natural key.
 func report(out *printer, j *job, o *outcome) error {
-	out.printf("\n2. The owner changed mid-run; the run went on from its last checkpoint.\n")
-	out.printf("   The job's epoch went from %d (%s) to %d (%s).\n", o.paused.epoch, o.paused.node, o.resumed.epoch, o.resumed.node)
-	if o.fenced == 0 || o.resumed.from != o.paused.from {
-		return fmt.Errorf("the paused batch's checkpoint write (cursor %d -> %d) was not fenced: %d fenced commits, next owner resumed at %d",
-			o.paused.from, o.paused.to, o.fenced, o.resumed.from)
+	t := o.takeover
+	out.printf("\n2. The owner crashed mid-run; the survivors took the job over from its last checkpoint.\n")
+	out.printf("   %s crashed after sending batch %d's invoices and before writing its checkpoint\n", o.paused.node, o.paused.from/batchSize+1)
+	out.printf("   (cursor %d -> %d): that write was never made, so no replica holds it.\n", o.paused.from, o.paused.to)
+	out.printf("   Failure detection: %.2f s after the crash, every survivor had dropped %s.\n", t.detected.Seconds(), o.paused.node)
+	out.printf("   Takeover: after %.2f s, %s served partition %d at epoch %d, with the data of its\n",
+		t.served.Seconds(), t.claim.Owner, t.p, t.claim.Epoch)
+	out.printf("   surviving replicas %s; its copies are now on %s.\n",
+		others(t.claim.BaseReplicas, o.paused.node), others(t.claim.Replicas, t.claim.Owner))
+	if o.resumed.from != o.paused.from {
+		return fmt.Errorf("the next owner resumed at cursor %d, not at the crashed batch's checkpoint %d", o.resumed.from, o.paused.from)
 	}
-	out.printf("   %s's store refused the paused batch's checkpoint write at epoch %d (cursor %d -> %d);\n",
-		o.paused.node, o.paused.epoch, o.paused.from, o.paused.to)
-	out.printf("   %s counted %d fenced commit(s).\n", o.paused.node, o.fenced)
-	out.printf("   %s resumed at cursor %d of %d, not 0. It found the %d invoices of the fenced\n",
-		o.resumed.node, o.resumed.from, len(j.customers), o.resumed.found)
-	out.printf("   batch already issued and sent none of them again. %s's inbox:\n", j.customers[o.paused.from])
+	out.printf("   %s resumed at cursor %d of %d, not 0: the last checkpoint acknowledged, which a\n",
+		o.resumed.node, o.resumed.from, len(j.customers))
+	out.printf("   majority of the replicas held. It found the %d invoices of the crashed batch already\n", o.resumed.found)
+	out.printf("   issued and sent none of them again. %s's inbox:\n", j.customers[o.paused.from])
 	for _, inv := range o.inbox[j.customers[o.paused.from]] {
 		out.printf("     %s\n", inv)
 	}
@@ -189,30 +201,43 @@ func (j *job) readBack(nodes []*router.Node) (inbox map[string][]string, stored 
 	return inbox, stored, nil
 }
 
-// waitServed waits until a node other than old serves partition p, and
-// returns its claim.
-func waitServed(ctx context.Context, nodes []*router.Node, p int, old *router.Node) (store.Claim, error) {
-	for {
-		for _, n := range nodes {
-			if c, ok := n.Serving(p); ok && n != old {
-				return c, nil
+// takeover is what the survivors of a crash did, timed from the crash.
+type takeover struct {
+	// detected is when every survivor had dropped the crashed node from
+	// its membership.
+	detected time.Duration
+	// served is when a survivor served partition p, under claim.
+	served time.Duration
+	p      int
+	claim  store.Claim
+}
+
+// watchTakeover polls the survivors of dead's crash until every one of
+// them dropped it from its membership and one of them serves partition p.
+func watchTakeover(ctx context.Context, survivors []*router.Node, p int, dead string, crashed time.Time) (takeover, error) {
+	t := takeover{p: p}
+	sees := func(n *router.Node) bool { return slices.Contains(n.Members(), dead) }
+	for t.detected == 0 || t.served == 0 {
+		if t.detected == 0 && !slices.ContainsFunc(survivors, sees) {
+			t.detected = time.Since(crashed)
+		}
+		for _, n := range survivors {
+			if c, ok := n.Serving(p); ok && t.served == 0 {
+				t.claim, t.served = c, time.Since(crashed)
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return store.Claim{}, fmt.Errorf("no node took partition %d over from %s: %w", p, old.Name(), ctx.Err())
+			return t, fmt.Errorf("no takeover of partition %d after %s crashed: %w", p, dead, ctx.Err())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+	return t, nil
 }
 
-func nodeNamed(nodes []*router.Node, name string) *router.Node {
-	for _, n := range nodes {
-		if n.Name() == name {
-			return n
-		}
-	}
-	return nil
+// others lists the nodes other than except.
+func others(nodes []string, except string) string {
+	return strings.Join(slices.DeleteFunc(slices.Clone(nodes), func(n string) bool { return n == except }), " and ")
 }
 
 // printer serializes the output of the handlers and the main goroutine.

@@ -11,15 +11,18 @@ import (
 	"github.com/singlewriter/singlewriter/router"
 )
 
-func TestInvoiceRunSendsOneInvoicePerCustomerAcrossAnOwnerChange(t *testing.T) {
+func TestInvoiceRunSendsOneInvoicePerCustomerAcrossAnOwnerCrash(t *testing.T) {
 	var out bytes.Buffer
 	o, err := run(&out, createInvoice)
 	require.NoError(t, err, out.String())
 
 	require.Less(t, o.paused.epoch, o.resumed.epoch, "the job's epoch rose")
 	require.NotEqual(t, o.paused.node, o.resumed.node, "another node took the job over")
-	require.NotZero(t, o.fenced, "the paused batch's checkpoint write was refused")
-	require.Equal(t, o.paused.from, o.resumed.from, "the next owner resumed at the last checkpoint")
+	require.Equal(t, o.takeover.claim.Owner, o.resumed.node, "... the one that took its partition over")
+	require.Len(t, o.takeover.claim.Replicas, replicas, "the partition is back to %d replicas", replicas)
+	require.NotContains(t, o.takeover.claim.Replicas, o.paused.node, "... on the survivors")
+	require.Equal(t, o.paused.from, o.resumed.from,
+		"the next owner resumed at the last acknowledged checkpoint: the crashed batch's own checkpoint is nowhere")
 	require.Greater(t, o.resumed.from, 0, "... not at 0")
 	require.Less(t, o.resumed.from, customers)
 	require.Equal(t, batchSize, o.resumed.found, "the redone batch found every invoice already issued")
@@ -37,7 +40,7 @@ func TestInvoiceRunSendsOneInvoicePerCustomerAcrossAnOwnerChange(t *testing.T) {
 
 // TestInvoiceRunWithoutNaturalKeySendsTwice is the control: with a create
 // handler that ignores the invoice already stored, the batch redone after
-// the owner change sends its invoices a second time, and the checks above
+// the owner's crash sends its invoices a second time, and the checks above
 // must see it, or they prove nothing.
 func TestInvoiceRunWithoutNaturalKeySendsTwice(t *testing.T) {
 	overwrite := func(_ context.Context, req *router.Request) ([]byte, error) {
@@ -52,7 +55,7 @@ func TestInvoiceRunWithoutNaturalKeySendsTwice(t *testing.T) {
 		c := fmt.Sprintf("cust-%03d", i)
 		want := 1
 		if i >= o.paused.from && i < o.paused.to {
-			want = 2 // the fenced batch's customers, once by each owner
+			want = 2 // the crashed batch's customers, once by each owner
 		}
 		require.Len(t, o.inbox[c], want, "invoices sent to %s", c)
 	}

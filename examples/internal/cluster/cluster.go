@@ -13,8 +13,10 @@
 //	if err := c.WaitSettled(ctx); err != nil { ... }
 //
 // The first node started bootstraps the cluster; each later one joins
-// through the gossip addresses of the nodes already running. Pause is the
-// demos' hook for stopping a handler midway while a partition moves.
+// through the gossip addresses of the nodes already running. The nodes
+// keep one copy of each partition unless New is given ReplicationFactor.
+// Pause is the demos' hook for stopping a handler midway while a partition
+// moves.
 package cluster
 
 import (
@@ -34,6 +36,11 @@ import (
 // well under a second with these (router.Config documents each).
 const (
 	settleTime = 100 * time.Millisecond
+	// replicatedSettleTime is settleTime with replication: a membership
+	// change then moves the replicas of many more partitions, so nodes
+	// started together wait until they all see each other and acquire once,
+	// rather than once per membership on the way.
+	replicatedSettleTime = 500 * time.Millisecond
 	// DrainTimeout is how long a node waits for the calls in flight on a
 	// partition it hands off; a call still running then is fenced.
 	DrainTimeout     = 300 * time.Millisecond
@@ -44,6 +51,8 @@ const (
 type Cluster struct {
 	dir   string
 	setup func(*router.Node)
+	// rf is every node's router.Config.ReplicationFactor.
+	rf int
 
 	// mu guards nodes and started.
 	mu sync.Mutex
@@ -53,15 +62,32 @@ type Cluster struct {
 	started int
 }
 
+// Option changes the nodes New's cluster starts.
+type Option func(*Cluster)
+
+// ReplicationFactor starts every node with router.Config.ReplicationFactor
+// rf: 1 (the default), 3 or 5. With 1, a crashed node's partitions wait
+// for it to restart; with 3 or 5, the survivors take them over once they
+// detect the failure, after about 4-5 s. Replicated nodes wait 500 ms
+// instead of 100 ms for a stable membership before they acquire
+// partitions, so that nodes started together acquire once.
+func ReplicationFactor(rf int) Option {
+	return func(c *Cluster) { c.rf = rf }
+}
+
 // New creates an empty cluster whose nodes keep their data under a new
 // temporary directory named with prefix. setup registers the handlers on
 // every node before it starts.
-func New(prefix string, setup func(*router.Node)) (*Cluster, error) {
+func New(prefix string, setup func(*router.Node), opts ...Option) (*Cluster, error) {
 	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		return nil, err
 	}
-	return &Cluster{dir: dir, setup: setup}, nil
+	c := &Cluster{dir: dir, setup: setup, rf: 1}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
 }
 
 // Dir returns the directory holding the nodes' data.
@@ -75,7 +101,8 @@ func (c *Cluster) Nodes() []*router.Node {
 }
 
 // Start starts a node named name and joins it to the running nodes; the
-// cluster's first node bootstraps a new cluster instead.
+// cluster's first node bootstraps a new cluster instead. Once the first
+// node runs, several Starts may run at once.
 func (c *Cluster) Start(ctx context.Context, name string) (*router.Node, error) {
 	c.mu.Lock()
 	var seeds []string
@@ -85,14 +112,19 @@ func (c *Cluster) Start(ctx context.Context, name string) (*router.Node, error) 
 	bootstrap := c.started == 0
 	c.started++
 	c.mu.Unlock()
+	settle := settleTime
+	if c.rf > 1 {
+		settle = replicatedSettleTime
+	}
 	n, err := router.New(router.Config{
-		Name:             name,
-		DataDir:          filepath.Join(c.dir, name),
-		Seeds:            seeds,
-		Bootstrap:        bootstrap,
-		SettleTime:       settleTime,
-		DrainTimeout:     DrainTimeout,
-		PushPullInterval: pushPullInterval,
+		Name:              name,
+		DataDir:           filepath.Join(c.dir, name),
+		Seeds:             seeds,
+		Bootstrap:         bootstrap,
+		ReplicationFactor: c.rf,
+		SettleTime:        settle,
+		DrainTimeout:      DrainTimeout,
+		PushPullInterval:  pushPullInterval,
 	})
 	if err != nil {
 		return nil, err
@@ -109,7 +141,8 @@ func (c *Cluster) Start(ctx context.Context, name string) (*router.Node, error) 
 }
 
 // WaitSettled waits until every running node's view of every partition
-// names the owner the ring places it on, and that owner serves it.
+// names the owner and the replicas the ring places it on, and that owner
+// serves it.
 func (c *Cluster) WaitSettled(ctx context.Context) error {
 	nodes := c.Nodes()
 	members := make([]ring.Member, len(nodes))
@@ -118,11 +151,13 @@ func (c *Cluster) WaitSettled(ctx context.Context) error {
 		members[i] = ring.Member{Name: n.Name()}
 		byName[n.Name()] = n
 	}
-	want := ring.Place(members, ring.DefaultPartitions, 1)
+	want := ring.Place(members, ring.DefaultPartitions, c.rf)
 	settled := func() bool {
 		for p, o := range want.Owners {
+			replicas := slices.Sorted(slices.Values(want.Replicas[p]))
 			for _, n := range nodes {
-				if cl, ok := n.Owner(p); !ok || cl.Owner != o {
+				cl, ok := n.Owner(p)
+				if !ok || cl.Owner != o || !slices.Equal(slices.Sorted(slices.Values(cl.Replicas)), replicas) {
 					return false
 				}
 			}
@@ -153,9 +188,12 @@ func (c *Cluster) Leave(ctx context.Context, n *router.Node) error {
 
 // Crash stops n as a crash would: it closes n without handing its
 // partitions off (router.Node.Close). With replication factor 1 they stay
-// unavailable until n restarts with its data directory. ctx is unused; it
-// is there so that a program can switch between Leave and Crash.
-func (c *Cluster) Crash(_ context.Context, n *router.Node) error {
+// unavailable until n restarts with its data directory; with 3 or 5 the
+// other nodes take them over once they detect the failure. Unlike a
+// crash, Close waits for the handlers running on n to return. It ends the
+// ctx of the calls other nodes sent to n, not that of calls made on n
+// itself: a handler blocked otherwise blocks Crash.
+func (c *Cluster) Crash(n *router.Node) error {
 	err := n.Close()
 	c.forget(n)
 	return err
@@ -171,7 +209,7 @@ func (c *Cluster) forget(n *router.Node) {
 // Close closes every running node and removes the data directory.
 func (c *Cluster) Close() {
 	for _, n := range c.Nodes() {
-		c.Crash(context.Background(), n)
+		c.Crash(n)
 	}
 	os.RemoveAll(c.dir)
 }
