@@ -42,17 +42,27 @@ func TestMain(m *testing.M) {
 	}())
 }
 
+// clusterShape is the shape of a run's cluster.
+type clusterShape struct{ nodes, rf int }
+
+// A cluster of 3 nodes, each partition on one; a cluster of 5 nodes, each
+// partition on 3.
+var (
+	single     = clusterShape{nodes: 3, rf: 1}
+	replicated = clusterShape{nodes: 5, rf: 3}
+)
+
 // runScenarios runs every named scenario with shortSeeds seeds (or as
-// many as seeds says) on bin and
+// many as seeds says) on bin, on clusters of the given shape, and
 // returns the results by scenario. Failing runs keep their directory
 // under out.
-func runScenarios(t *testing.T, bin, out string, names []string, seeds map[string]int) map[string][]result {
+func runScenarios(t *testing.T, bin, out string, shape clusterShape, names []string, seeds map[string]int) map[string][]result {
 	t.Helper()
 	var cfgs []runConfig
 	for seed := uint64(1); seed <= controlPartitionSeeds; seed++ {
 		for _, name := range names {
 			if n, ok := seeds[name]; (ok && seed <= uint64(n)) || (!ok && seed <= shortSeeds) {
-				cfgs = append(cfgs, runConfig{scenario: name, seed: seed, nodes: 3, bin: bin, out: out})
+				cfgs = append(cfgs, runConfig{scenario: name, seed: seed, nodes: shape.nodes, rf: shape.rf, bin: bin, out: out})
 			}
 		}
 	}
@@ -80,10 +90,24 @@ func keepDir(t *testing.T, name string) string {
 // against the real build, with every checker. A violation in any run
 // fails; each scenario needs a valid run (traffic at rate, fault bit).
 func TestGuaranteesHoldUnderFaults(t *testing.T) {
+	requireClean(t, single, scenarioNames, nil)
+}
+
+// TestReplicatedGuaranteesHoldUnderFaults is the short profile with
+// replication factor 3 on 5 nodes: the crash, the isolation and the pause
+// of an owner are taken over by the other replicas.
+func TestReplicatedGuaranteesHoldUnderFaults(t *testing.T) {
+	requireClean(t, replicated, []string{"kill", "partition", "pause"}, map[string]int{"kill": 1, "partition": 1, "pause": 1})
+}
+
+// requireClean runs the scenarios on the real build and fails on any
+// violation, or on a scenario without a valid run.
+func requireClean(t *testing.T, shape clusterShape, names []string, seeds map[string]int) {
+	t.Helper()
 	out := keepDir(t, "short")
-	results := runScenarios(t, bins.fenced, out, scenarioNames, nil)
+	results := runScenarios(t, bins.fenced, out, shape, names, seeds)
 	clean := true
-	for _, name := range scenarioNames {
+	for _, name := range names {
 		valid := 0
 		for _, r := range results[name] {
 			if r.Valid {
@@ -110,7 +134,7 @@ func TestGuaranteesHoldUnderFaults(t *testing.T) {
 func TestHarnessFindsViolationsWithoutFencing(t *testing.T) {
 	out := keepDir(t, "control")
 	defer os.RemoveAll(out)
-	results := runScenarios(t, bins.unfenced, out, []string{"pause", "partition"}, map[string]int{"partition": controlPartitionSeeds})
+	results := runScenarios(t, bins.unfenced, out, single, []string{"pause", "partition"}, map[string]int{"partition": controlPartitionSeeds})
 	for _, name := range []string{"pause", "partition"} {
 		violations := 0
 		for _, r := range results[name] {
