@@ -132,14 +132,7 @@ func (m Replicate) Encode() []byte {
 	if b.Prev != nil {
 		EncodePosition(&e, *b.Prev)
 	}
-	e.Uvarint(uint64(len(b.Writes)))
-	for _, w := range b.Writes {
-		e.Bytes(w.Key)
-		e.Bool(w.Value != nil)
-		if w.Value != nil {
-			e.Bytes(w.Value)
-		}
-	}
+	store.EncodeWrites(&e, b.Writes)
 	e.Bytes(b.RequestID)
 	e.Bytes(b.Response)
 	return e.Out()
@@ -153,16 +146,7 @@ func DecodeReplicate(b []byte) (Replicate, error) {
 		prev := DecodePosition(d)
 		batch.Prev = &prev
 	}
-	n := d.Uvarint()
-	for i := uint64(0); i < n && d.Err() == nil; i++ {
-		w := store.KV{Key: d.Bytes()}
-		if d.Bool() {
-			if w.Value = d.Bytes(); w.Value == nil {
-				w.Value = []byte{} // an empty value, not a delete
-			}
-		}
-		batch.Writes = append(batch.Writes, w)
-	}
+	batch.Writes = store.DecodeWrites(d)
 	batch.RequestID, batch.Response = d.Bytes(), d.Bytes()
 	return Replicate{Batch: batch}, finish(d, "replicate")
 }

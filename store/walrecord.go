@@ -52,14 +52,7 @@ func encodeGroup(g walGroup) []byte {
 		e.Uvarint(uint64(b.partition))
 		e.Uvarint(uint64(b.epoch))
 		e.Uvarint(b.lsn)
-		e.Uvarint(uint64(len(b.writes)))
-		for _, w := range b.writes {
-			e.Bytes(w.Key)
-			e.Bool(w.Value != nil)
-			if w.Value != nil {
-				e.Bytes(w.Value)
-			}
-		}
+		EncodeWrites(&e, b.writes)
 		e.Bytes(b.requestID)
 		if len(b.requestID) > 0 {
 			e.Bytes(b.record)
@@ -83,17 +76,7 @@ func decodeGroup(p []byte) (walGroup, error) {
 			epoch:     epoch.Epoch(d.Uvarint()),
 			lsn:       d.Uvarint(),
 		}
-		nw := d.Uvarint()
-		for j := uint64(0); j < nw && d.Err() == nil; j++ {
-			w := KV{Key: d.Bytes()}
-			if d.Bool() {
-				w.Value = d.Bytes()
-				if w.Value == nil {
-					w.Value = []byte{} // an empty value, not a delete
-				}
-			}
-			b.writes = append(b.writes, w)
-		}
+		b.writes = DecodeWrites(d)
 		b.requestID = d.Bytes()
 		if len(b.requestID) > 0 {
 			b.record = d.Bytes()
@@ -126,4 +109,35 @@ func checkWALBatch(b walBatch) error {
 		return fmt.Errorf("%w: wal record: bad dedup record in partition %d", ErrCorrupt, b.partition)
 	}
 	return nil
+}
+
+// EncodeWrites appends ws in the encoding the WAL and the replication
+// messages share: a count, then per write its key, whether it has a value
+// (a deletion has none) and the value.
+func EncodeWrites(e *wire.Encoder, ws []KV) {
+	e.Uvarint(uint64(len(ws)))
+	for _, w := range ws {
+		e.Bytes(w.Key)
+		e.Bool(w.Value != nil)
+		if w.Value != nil {
+			e.Bytes(w.Value)
+		}
+	}
+}
+
+// DecodeWrites reads writes encoded by EncodeWrites; an empty value
+// decodes as an empty, non-nil slice (a value, not a deletion).
+func DecodeWrites(d *wire.Decoder) []KV {
+	var ws []KV
+	n := d.Uvarint()
+	for i := uint64(0); i < n && d.Err() == nil; i++ {
+		w := KV{Key: d.Bytes()}
+		if d.Bool() {
+			if w.Value = d.Bytes(); w.Value == nil {
+				w.Value = []byte{}
+			}
+		}
+		ws = append(ws, w)
+	}
+	return ws
 }
