@@ -28,11 +28,10 @@
 // message an attempt sends (in drive), which the attempt waits for; and,
 // for each batch sent to other replicas (a call's batch from Submit, a
 // start marker from commitMarker), the replication goroutines of
-// replicate: one sender per other replica, a deadline goroutine that
-// cancels the batch's context once the senders return, and a collector
-// that completes the Commit at a majority (or once none is possible),
-// then reads the remaining answers and marks the partition lagging if a
-// replica did not confirm. HandleReplicate starts none: it runs on its
+// replicate: one sender per other replica and a collector that completes
+// the Commit at a majority (or once none is possible), then reads the
+// remaining answers, marks the partition lagging if a replica did not
+// confirm, and cancels the batch's context. HandleReplicate starts none: it runs on its
 // caller's goroutine (the router's RPC handler). See docs/ARCHITECTURE.md
 // for every goroutine of the library.
 package owner

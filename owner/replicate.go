@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/singlewriter/singlewriter/epoch"
@@ -76,9 +75,8 @@ func (o *Owner) Submit(l Lease, b *store.Batch) *Commit {
 	b.Prev = &prev
 	pt.pos = store.Position{Epoch: l.Epoch, LSN: prev.LSN + 1}
 	pending := o.store.Submit(b)
-	n := len(pt.claim.Replicas)
 	pt.mu.Unlock()
-	return o.replicate(b, pending, others, n)
+	return o.replicate(b, pending, others)
 }
 
 // otherReplicas returns c's replicas other than self.
@@ -93,28 +91,22 @@ func otherReplicas(c store.Claim, self string) []string {
 }
 
 // replicate sends b to others and returns a Commit that completes once a
-// majority of the n replicas (this node's commit, local, included) hold b,
-// or once that can no longer happen. It then still collects the other
-// answers: a replica that did not confirm marks the partition lagging.
-func (o *Owner) replicate(b *store.Batch, local *store.Pending, others []string, n int) *Commit {
+// majority of the replicas (others and this node, whose commit is local)
+// hold b, or once that can no longer happen. It then still collects the
+// other answers: a replica that did not confirm marks the partition
+// lagging.
+func (o *Owner) replicate(b *store.Batch, local *store.Pending, others []string) *Commit {
 	c := &Commit{done: make(chan struct{})}
-	results := make(chan error, len(others)+1)
+	n := len(others) + 1
+	results := make(chan error, n)
 	ctx, cancel := context.WithTimeout(o.ctx, o.cfg.RequestTimeout)
-	var sends sync.WaitGroup
 	for _, to := range others {
-		sends.Add(1)
-		o.wg.Go(func() {
-			defer sends.Done()
-			results <- o.cfg.Transport.Replicate(ctx, to, Replicate{Batch: *b})
-		})
+		o.wg.Go(func() { results <- o.cfg.Transport.Replicate(ctx, to, Replicate{Batch: *b}) })
 	}
-	o.wg.Go(func() {
-		sends.Wait()
-		cancel()
-	})
 	o.wg.Add(1)
 	go func() {
 		defer o.wg.Done()
+		defer cancel() // every answer is in once the loop ends
 		<-local.Done()
 		results <- local.Err()
 		need := n/2 + 1
@@ -168,7 +160,7 @@ func (o *Owner) commitMarker(p int, c store.Claim) (store.Position, error) {
 		return store.Position{}, o.store.Commit(o.ctx, b)
 	}
 	b.Prev = &m.Position
-	commit := o.replicate(b, o.store.Submit(b), others, len(c.Replicas))
+	commit := o.replicate(b, o.store.Submit(b), others)
 	select {
 	case <-commit.Done():
 	case <-o.ctx.Done():
