@@ -228,6 +228,7 @@ func (s *Store) commitSlow(group []*op) {
 		}
 	} else {
 		s.memMu.Lock()
+		s.fileChanged(nil)
 		for p, e := range changed {
 			if e == nil {
 				delete(s.metas, p)

@@ -1,8 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"maps"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -25,6 +28,9 @@ type frozen struct {
 	metas map[int]metaEntry
 	// seq is the sequence of the last WAL record mem holds.
 	seq uint64
+	// maxIDs is, per partition, the highest request ID the flush wrote;
+	// set by writeFrozen.
+	maxIDs map[int][]byte
 }
 
 // snapshot returns the memtable as a flush would write it now. Committer
@@ -92,6 +98,7 @@ func (s *Store) finishFlush(err error) {
 		return
 	}
 	s.memMu.Lock()
+	s.fileChanged(s.imm.maxIDs)
 	s.imm = nil
 	s.memMu.Unlock()
 }
@@ -132,6 +139,7 @@ func (s *Store) flushInto(tx *bolt.Tx) error { return writeFrozen(tx, s.snapshot
 // records and (once) its meta, and the sequence of f's last WAL record,
 // which the file then holds.
 func writeFrozen(tx *bolt.Tx, f *frozen) error {
+	f.maxIDs = make(map[int][]byte)
 	for p, mp := range f.mem.parts {
 		e := f.metas[p]
 		if e.err != nil {
@@ -146,7 +154,8 @@ func writeFrozen(tx *bolt.Tx, f *frozen) error {
 			if err != nil {
 				return err
 			}
-			for k, v := range mp.data {
+			for _, k := range slices.Sorted(maps.Keys(mp.data)) {
+				v := mp.data[k]
 				if v == nil {
 					err = data.Delete([]byte(k))
 				} else {
@@ -162,11 +171,16 @@ func writeFrozen(tx *bolt.Tx, f *frozen) error {
 			if err != nil {
 				return err
 			}
-			for id, record := range mp.responses {
-				if err := responses.Put([]byte(id), record); err != nil {
+			// Router-generated request IDs grow with time: full pages
+			// suit a bucket that is appended to.
+			responses.FillPercent = 0.9
+			ids := slices.Sorted(maps.Keys(mp.responses))
+			for _, id := range ids {
+				if err := responses.Put([]byte(id), mp.responses[id]); err != nil {
 					return err
 				}
 			}
+			f.maxIDs[p] = []byte(ids[len(ids)-1])
 		}
 	}
 	return putWALApplied(tx, f.seq)
@@ -178,8 +192,27 @@ func writeFrozen(tx *bolt.Tx, f *frozen) error {
 func (s *Store) flushed() {
 	s.memMu.Lock()
 	s.mem = newMemtable()
+	s.fileChanged(nil)
 	s.memMu.Unlock()
 	s.wals[s.active].reset()
+}
+
+// fileChanged records that a transaction that changed the data file
+// committed; the caller holds memMu's write lock. written maps partitions
+// to the highest request ID a flush wrote into each: known bounds grow to
+// cover them. A nil written, for a transaction that may have written or
+// replaced anything, forgets every bound.
+func (s *Store) fileChanged(written map[int][]byte) {
+	s.fileGen++
+	if written == nil {
+		clear(s.fileIDs)
+		return
+	}
+	for p, id := range written {
+		if b, ok := s.fileIDs[p]; ok && bytes.Compare(id, b) > 0 {
+			s.fileIDs[p] = id
+		}
+	}
 }
 
 // walApplied returns the sequence of the last WAL record the file holds.

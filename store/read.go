@@ -36,24 +36,18 @@ func (s *Store) Get(p int, key []byte) (value []byte, ok bool, err error) {
 	if metaErr != nil || found {
 		return value, ok, metaErr
 	}
-	return s.fileGet(p, dataBucket, key)
+	return s.fileGet(p, key)
 }
 
-// fileGet returns a copy of key's value in partition p's sub-bucket sub of
+// fileGet returns a copy of key's value in partition p's data bucket of
 // the data file. It opens the buckets directly, without decoding the
 // partition's meta: the caller checked the in-memory meta.
-func (s *Store) fileGet(p int, sub, key []byte) (value []byte, ok bool, err error) {
+func (s *Store) fileGet(p int, key []byte) (value []byte, ok bool, err error) {
 	err = s.view(func(tx *bolt.Tx) error {
-		pb := tx.Bucket(partitionName(p))
-		if pb == nil {
-			return nil
-		}
-		b := pb.Bucket(sub)
-		if b == nil {
-			return nil
-		}
-		if v := b.Get(key); v != nil {
-			value, ok = append([]byte{}, v...), true
+		if b := fileBucket(tx, p, dataBucket); b != nil {
+			if v := b.Get(key); v != nil {
+				value, ok = append([]byte{}, v...), true
+			}
 		}
 		return nil
 	})
@@ -61,6 +55,14 @@ func (s *Store) fileGet(p int, sub, key []byte) (value []byte, ok bool, err erro
 		return nil, false, err
 	}
 	return value, ok, nil
+}
+
+// fileBucket returns partition p's sub-bucket sub, nil if absent.
+func fileBucket(tx *bolt.Tx, p int, sub []byte) *bolt.Bucket {
+	if pb := tx.Bucket(partitionName(p)); pb != nil {
+		return pb.Bucket(sub)
+	}
+	return nil
 }
 
 // Meta returns partition p's meta; the zero Meta if p was never touched.

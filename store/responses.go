@@ -50,13 +50,29 @@ func (s *Store) Response(p int, requestID []byte) (resp []byte, ok bool, err err
 	if found {
 		record = bytes.Clone(record)
 	}
+	bound, known := s.fileIDs[p]
+	gen := s.fileGen
 	s.memMu.RUnlock()
 	if metaErr != nil {
 		return nil, false, metaErr
 	}
 	if !found {
-		if record, found, err = s.fileGet(p, responsesBucket, requestID); err != nil || !found {
+		if known && bytes.Compare(requestID, bound) > 0 {
+			return nil, false, nil // above every ID in the file
+		}
+		var last []byte
+		if record, found, last, err = s.fileResponse(p, requestID); err != nil {
 			return nil, false, err
+		}
+		if !known {
+			s.memMu.Lock()
+			if s.fileGen == gen {
+				s.fileIDs[p] = last
+			}
+			s.memMu.Unlock()
+		}
+		if !found {
+			return nil, false, nil
 		}
 	}
 	_, r, err := decodeResponse(record)
@@ -64,6 +80,27 @@ func (s *Store) Response(p int, requestID []byte) (resp []byte, ok bool, err err
 		return nil, false, fmt.Errorf("partition %d request %x: %w", p, requestID, err)
 	}
 	return r, true, nil
+}
+
+// fileResponse returns a copy of requestID's dedup record in partition
+// p's file bucket, and the bucket's highest request ID (empty if it holds
+// none), a bound for Store.fileIDs.
+func (s *Store) fileResponse(p int, requestID []byte) (record []byte, ok bool, last []byte, err error) {
+	last = []byte{}
+	err = s.view(func(tx *bolt.Tx) error {
+		b := fileBucket(tx, p, responsesBucket)
+		if b == nil {
+			return nil
+		}
+		if v := b.Get(requestID); v != nil {
+			record, ok = bytes.Clone(v), true
+		}
+		if k, _ := b.Cursor().Last(); k != nil {
+			last = bytes.Clone(k)
+		}
+		return nil
+	})
+	return record, ok, last, err
 }
 
 // PruneResponses deletes, in every partition, the dedup records stored

@@ -82,6 +82,15 @@ type Store struct {
 	// operation's transaction finds the same metas in the file because it
 	// flushes mem first.
 	metas map[int]metaEntry
+	// fileIDs bounds the request IDs of the dedup records in the data
+	// file: partition p's file bucket holds no ID above fileIDs[p] (no
+	// entry: not known). Response skips the file for a larger ID, which a
+	// time-ordered ID (the router's) almost always is. fileGen counts the
+	// file's changes: a bound read from the file is kept only if the file
+	// did not change meanwhile. Both are updated after each transaction
+	// that changed the file commits (see fileChanged).
+	fileIDs map[int][]byte
+	fileGen uint64
 	// closing is set when Close starts; reads check it first, because mem
 	// and metas outlive the file.
 	closing atomic.Bool
@@ -158,6 +167,7 @@ func Open(cfg Config) (*Store, error) {
 		flushBytes:    cfg.FlushBytes,
 		noFlush:       cfg.noFlush,
 		mem:           newMemtable(),
+		fileIDs:       make(map[int][]byte),
 		wake:          make(chan struct{}, 1),
 		stop:          make(chan struct{}),
 		exited:        make(chan struct{}),
