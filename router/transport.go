@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/singlewriter/singlewriter/epoch"
@@ -69,9 +70,13 @@ func (t transport) Handoff(ctx context.Context, to string, req owner.Handoff) er
 	return err
 }
 
-// Replicate implements owner.Transport.
+// Replicate implements owner.Transport. A replica's refusal of a stale
+// epoch comes back as epoch.ErrStale (see serve).
 func (t transport) Replicate(ctx context.Context, to string, req owner.Replicate) error {
-	_, err := t.call(ctx, to, msgReplicate, req.Encode())
+	refusal, err := t.call(ctx, to, msgReplicate, req.Encode())
+	if err == nil && len(refusal) > 0 {
+		err = fmt.Errorf("%w (replica %s: %s)", epoch.ErrStale, to, refusal)
+	}
 	return err
 }
 
@@ -133,7 +138,13 @@ func (n *Node) serve(ctx context.Context, typ uint8, body []byte) ([]byte, error
 		if err != nil {
 			return nil, err
 		}
-		return nil, n.owner.HandleReplicate(ctx, req)
+		// A stale refusal is the reply's body, not an RPC error, so that
+		// the owner learns it was replaced (transport.Replicate).
+		err = n.owner.HandleReplicate(ctx, req)
+		if errors.Is(err, epoch.ErrStale) {
+			return []byte(err.Error()), nil
+		}
+		return nil, err
 	}
 	return nil, fmt.Errorf("router: unknown message type %d", typ)
 }
