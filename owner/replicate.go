@@ -189,6 +189,15 @@ func (o *Owner) HandleReplicate(ctx context.Context, req Replicate) error {
 		m, err := o.store.Meta(b.Partition)
 		return m.Position, err
 	}, o.store.Submit)
+	if errors.Is(err, store.ErrPosition) {
+		// Out of order because a newer claim moved this replica on? Then
+		// the owner must learn it was replaced, not that it lost a batch.
+		if m, merr := o.store.Meta(b.Partition); merr == nil {
+			if stale := epoch.CheckWrite(m.Promised, b.Epoch); stale != nil {
+				return stale
+			}
+		}
+	}
 	if err != nil {
 		return err
 	}

@@ -56,6 +56,24 @@ func TestReplicaRefusesTheBatchOfADeposedOwner(t *testing.T) {
 	}
 }
 
+// A replica that already applied the new owner's batches finds the deposed
+// owner's batch out of order too; its answer must still be "stale", which
+// tells the deposed owner it was replaced (a position refusal reads as a
+// lost batch).
+func TestReplicaTellsADeposedOwnerItWasReplacedAfterTheNewOwnersBatches(t *testing.T) {
+	ctx := context.Background()
+	r, s := replicaOf(t)
+	require.NoError(t, r.HandleReplicate(ctx, write(1, store.Position{}, "k", "old owner")))
+	_, err := s.Promise(ctx, 1, 2)
+	require.NoError(t, err)
+	require.NoError(t, r.HandleReplicate(ctx, write(2, store.Position{Epoch: 1, LSN: 1}, "k", "new owner")))
+
+	err = r.HandleReplicate(ctx, write(1, store.Position{Epoch: 1, LSN: 1}, "k", "deposed owner"))
+	require.ErrorIs(t, err, epoch.ErrStale)
+	v, _, _ := s.Get(1, []byte("k"))
+	require.Equal(t, "new owner", string(v))
+}
+
 func TestReplicaAppliesBatchesInTheOwnersOrderWhateverTheirArrival(t *testing.T) {
 	ctx := context.Background()
 	r, s := replicaOf(t)
