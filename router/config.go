@@ -11,6 +11,10 @@ import (
 	"github.com/singlewriter/singlewriter/ring"
 )
 
+// DefaultReplicationFactor is the replication factor of a Config that
+// sets none.
+const DefaultReplicationFactor = 3
+
 // Config configures a Node. Zero values are documented defaults.
 type Config struct {
 	// Name is the node's unique name in the cluster. Required. A node that
@@ -39,11 +43,11 @@ type Config struct {
 	Partitions int
 	// ReplicationFactor is the number of copies of each partition: its
 	// owner and ReplicationFactor-1 backups, chosen per partition among the
-	// other members. 1, 3 or 5; all nodes must agree. Zero means 1. With 1,
-	// a crashed node's partitions wait for it to restart; with 3 (5), a
-	// partition survives the crash of 1 (2) of its replicas, and every call
-	// waits for a majority of them. A cluster smaller than the factor keeps
-	// a copy on every node.
+	// other members. 1, 3 or 5; all nodes must agree. Zero means 3. With 3
+	// (5), a partition survives the crash of 1 (2) of its replicas, and
+	// every call waits for a majority of them; with 1, a call waits for the
+	// owner's disk only, and a crashed node's partitions wait for it to
+	// restart. A cluster smaller than the factor keeps a copy on every node.
 	ReplicationFactor int
 	// MaxPayload bounds a call's payload in bytes; larger ones fail before
 	// they are sent. Zero means 1 MiB.
@@ -102,7 +106,7 @@ func (c *Config) validate() error {
 	}
 	switch c.ReplicationFactor {
 	case 0:
-		c.ReplicationFactor = 1
+		c.ReplicationFactor = DefaultReplicationFactor
 	case 1, 3, 5:
 	default:
 		return fmt.Errorf("router: Config.ReplicationFactor is %d, want 1, 3 or 5", c.ReplicationFactor)

@@ -79,7 +79,7 @@ func TestRetryReachingNewOwnerAfterHandoffReturnsStoredResponse(t *testing.T) {
 	h := &countingInc{}
 	c := newTestCluster(t, 2, func(n *Node) { n.Handle("inc", h.handle) })
 	// A key that moves to n2 when it joins.
-	next := ring.Place([]ring.Member{{Name: "n0"}, {Name: "n1"}, {Name: "n2"}}, ring.DefaultPartitions, 1)
+	next := ring.Place([]ring.Member{{Name: "n0"}, {Name: "n1"}, {Name: "n2"}}, ring.DefaultPartitions, c.nodes[0].cfg.ReplicationFactor)
 	var key []byte
 	for i := 0; key == nil; i++ {
 		k := fmt.Appendf(nil, "pay-%d", i)

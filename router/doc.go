@@ -19,13 +19,14 @@
 // Calls for one key run one at a time, in arrival order, on the key's
 // owner; their writes commit with the call's response at the partition's
 // epoch, and the store refuses the commit if the partition moved to a newer
-// epoch meanwhile (ErrStaleEpoch with replication factor 1; with replicas,
-// Call retries it on the new owner with the same request ID). With
-// Config.ReplicationFactor 3 or 5 a call is answered once a majority of the
-// partition's replicas hold its commit. A Call entering a node that does not own
-// the key goes to the owner over one persistent, pipelined TCP connection
-// per peer, and is retried with the same request ID until an owner answers
-// or ctx ends (ErrUnavailable).
+// epoch meanwhile (with replicas, Call retries it on the new owner with the
+// same request ID; with replication factor 1 it returns ErrStaleEpoch).
+// With Config.ReplicationFactor 3, the default, or 5 a call is answered
+// once a majority of the partition's replicas hold its commit; a cluster
+// of fewer nodes keeps a copy on every node. A Call entering a node that
+// does not own the key goes to the owner over one persistent, pipelined
+// TCP connection per peer, and is retried with the same request ID until
+// an owner answers or ctx ends (ErrUnavailable).
 //
 // Goroutines: one per key with queued calls (it exits when the queue is
 // empty), one per call waiting for its commit, one pruning stored

@@ -21,19 +21,21 @@ type testCluster struct {
 	nodes []*Node
 	// setup registers handlers on a node before it starts.
 	setup func(n *Node)
-	// rf is the nodes' ReplicationFactor.
+	// rf is the nodes' ReplicationFactor; zero is the default, 3.
 	rf int
 	// nets, if not nil, gives node i the loopback IP 127.0.1.(i+1) and a
 	// faultnet network there, to cut links.
 	nets map[string]*faultnet.Net
 }
 
+// newTestCluster starts size nodes with the default replication factor.
 func newTestCluster(t testing.TB, size int, setup func(n *Node)) *testCluster {
 	t.Helper()
-	return newReplicatedCluster(t, size, 1, setup)
+	return newReplicatedCluster(t, size, 0, setup)
 }
 
-// newReplicatedCluster starts size nodes with replication factor rf.
+// newReplicatedCluster starts size nodes with replication factor rf (1 for
+// the tests of a partition's single copy).
 func newReplicatedCluster(t testing.TB, size, rf int, setup func(n *Node)) *testCluster {
 	t.Helper()
 	return startCluster(t, &testCluster{t: t, dir: t.TempDir(), setup: setup, rf: rf}, size)

@@ -10,8 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// With replication factor 1 a partition has one copy: while its owner is
+// down nobody may serve it, and the owner gets it back with its data when
+// it restarts on the same directory. (With replicas, the survivors take it
+// over: TestReplicatedClusterLosesNothingWhenANodeCrashesUnderTraffic.)
 func TestRestartedNodeGetsItsPartitionsAndDataBack(t *testing.T) {
-	c := newTestCluster(t, 3, func(n *Node) {
+	c := newReplicatedCluster(t, 3, 1, func(n *Node) {
 		n.Handle("inc", counter)
 		n.Handle("get", get)
 	})

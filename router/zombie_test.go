@@ -17,6 +17,11 @@ import (
 // acquires the partition and writes; then the paused handler resumes and
 // tries to commit. It returns the paused call's error and the key's final
 // value read at the new owner.
+//
+// The nodes keep one copy of each partition (replication factor 1): the
+// refused commit then reaches the caller as ErrStaleEpoch. With replicas,
+// Call retries it on the new owner instead:
+// TestPausedOwnerWithReplicasIsFencedAndTheCallCompletesOnTheNewOwner.
 func zombieScenario(t *testing.T) (zombieErr error, final string) {
 	dir := t.TempDir()
 	computed := make(chan struct{})
@@ -34,7 +39,7 @@ func zombieScenario(t *testing.T) (zombieErr error, final string) {
 			return nil, nil
 		})
 	}
-	c := &testCluster{t: t, dir: dir, setup: setup}
+	c := &testCluster{t: t, dir: dir, setup: setup, rf: 1}
 	cfg := c.config("old", true)
 	cfg.DrainTimeout = 100 * time.Millisecond
 	old := c.start(cfg)

@@ -153,9 +153,10 @@ func (j *job) runBatch(i *instance) router.Handler {
 		// (GC, a stalled VM) until its partition moves; the next owner
 		// reads the last checkpoint, redoes this batch and goes on. Were
 		// this write accepted, an old cursor could overwrite a newer one.
-		// It commits at req.Epoch, which the store no longer accepts: the
-		// call fails with router.ErrStaleEpoch, and only the invoices it
-		// created stay, which the redo finds.
+		// It commits at req.Epoch, which the replicas no longer accept:
+		// nothing of it is acknowledged, Call retries it on the new owner
+		// under the same request ID, and only the invoices it created
+		// stay, which the redo finds.
 		req.State.Put(binary.BigEndian.AppendUint64(nil, uint64(to)))
 		return fmt.Appendf(nil, "%d/%d", to, len(j.customers)), nil
 	}
@@ -196,11 +197,6 @@ func (j *job) issueAll(i *instance, e epoch.Epoch, customers []string) (issued, 
 func (j *job) issue(i *instance, e epoch.Epoch, customer string) (bool, error) {
 	invoice := fmt.Appendf(nil, "invoice %s for %s, issued by %s at epoch %d", period, customer, i.n.Name(), e)
 	out, err := i.n.Call(i.ctx, invoiceKey(customer, period), "create-invoice", invoice)
-	for errors.Is(err, router.ErrStaleEpoch) {
-		// The invoice's partition moved while the create ran, and nothing
-		// was written: creating is idempotent, so create again.
-		out, err = i.n.Call(i.ctx, invoiceKey(customer, period), "create-invoice", invoice)
-	}
 	if err != nil {
 		return false, err
 	}
@@ -263,8 +259,7 @@ func (j *job) schedule(i *instance) error {
 			return nil
 		case err == nil && string(out) == done:
 			return nil
-		case err == nil, errors.Is(err, router.ErrStaleEpoch):
-			// A fenced batch wrote no checkpoint: the next call redoes it.
+		case err == nil:
 		default:
 			return fmt.Errorf("%s's scheduler: %w", i.n.Name(), err)
 		}

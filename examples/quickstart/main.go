@@ -1,7 +1,9 @@
-// Command quickstart runs a small cluster in one process and shows what
-// the library guarantees: every call runs on its key's owner, partitions
-// move with rising epochs when a node joins, and a paused owner's late
-// write is refused instead of overwriting the new owner's.
+// Command quickstart runs a small cluster in one process, with the default
+// replication factor (3), and shows what the library guarantees: every
+// call runs on its key's owner, partitions move with rising epochs when a
+// node joins, and a paused owner's late write is refused instead of
+// overwriting the new owner's, its call then completing once on the new
+// owner.
 //
 //	go run ./examples/quickstart
 package main
@@ -9,9 +11,9 @@ package main
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/singlewriter/singlewriter/examples/internal/cluster"
@@ -30,13 +32,12 @@ func main() {
 // demo is the running cluster.
 type demo struct {
 	c *cluster.Cluster
-	// paused and release drive the handler that pauses mid-call.
-	paused  chan struct{}
-	release chan struct{}
+	// pause stops the first slow-inc call after it computed its write.
+	pause *cluster.Pause
 }
 
 func run() error {
-	d := &demo{paused: make(chan struct{}), release: make(chan struct{})}
+	d := &demo{pause: cluster.NewPause()}
 	c, err := cluster.New("singlewriter-quickstart-", d.handlers)
 	if err != nil {
 		return err
@@ -46,7 +47,7 @@ func run() error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
-	fmt.Println("Starting 3 nodes on loopback, data under", c.Dir())
+	fmt.Println("Starting 3 nodes on loopback (replication factor 3, the default), data under", c.Dir())
 	for i := range 3 {
 		if _, err := c.Start(ctx, fmt.Sprintf("node-%d", i)); err != nil {
 			return err
@@ -71,15 +72,12 @@ func (d *demo) handlers(n *router.Node) {
 		v, _ := req.State.Get()
 		return v, nil
 	})
-	n.Handle("put", func(_ context.Context, req *router.Request) ([]byte, error) {
-		req.State.Put(req.Payload)
-		return nil, nil
-	})
-	n.Handle("slow-put", func(_ context.Context, req *router.Request) ([]byte, error) {
-		req.State.Put(req.Payload)
-		close(d.paused) // the write is computed; now a long pause
-		<-d.release
-		return nil, nil
+	n.Handle("slow-inc", func(ctx context.Context, req *router.Request) ([]byte, error) {
+		out, err := increment(n)(ctx, req)
+		if d.pause.Due() {
+			d.pause.Wait(ctx) // the write is computed; now a long pause
+		}
+		return out, err
 	})
 }
 
@@ -106,9 +104,7 @@ func (d *demo) routing(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			var node string
-			var epoch, value uint64
-			fmt.Sscanf(string(out), "%s %d %d", &node, &epoch, &value)
+			node, epoch, value := parseIncrement(out)
 			fmt.Printf("   %-10s %-9d %-22s %s (%d) -> %d\n", key, entry.Partition([]byte(key)), entry.Name(), node, epoch, value)
 		}
 	}
@@ -150,57 +146,82 @@ func (d *demo) join(ctx context.Context) error {
 	return nil
 }
 
+// fencing pauses an increment on its key's owner, moves the key's
+// partition to a joining node, increments the key there, and releases the
+// paused call: its commit must be refused, and Call must complete it on
+// the new owner.
 func (d *demo) fencing(ctx context.Context) error {
 	fmt.Println("\n3. A paused owner wakes up after losing its partition: its write is fenced.")
 	nodes := d.c.Nodes()
-	leaving := nodes[3]
-	var key []byte
-	for i := 0; key == nil; i++ {
-		k := fmt.Appendf(nil, "invoice-%d", i)
-		if c, _ := leaving.Owner(leaving.Partition(k)); c.Owner == leaving.Name() {
-			key = k
-		}
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
+		names[i] = n.Name()
 	}
-	p := leaving.Partition(key)
-	c, _ := leaving.Owner(p)
-	fmt.Printf("   %s owns %s (partition %d) at epoch %d; its handler computes a write and pauses.\n", leaving.Name(), key, p, c.Epoch)
-	zombie := make(chan error, 1)
+	key := []byte(cluster.MovingKey("invoice-%d", 0, names, "node-4"))
+	p := nodes[0].Partition(key)
+	before, _ := nodes[0].Owner(p)
+	old := nodes[slices.IndexFunc(nodes, func(n *router.Node) bool { return n.Name() == before.Owner })]
+	type result struct {
+		out []byte
+		err error
+	}
+	zombie := make(chan result, 1)
 	go func() {
-		_, err := leaving.Call(ctx, key, "slow-put", []byte("written by the paused owner"))
-		zombie <- err
+		out, err := old.Call(ctx, key, "slow-inc", nil)
+		zombie <- result{out, err}
 	}()
-	<-d.paused
-	left := make(chan error, 1)
-	go func() { left <- d.c.Leave(ctx, leaving) }()
-	var next store.Claim
-	for next.Owner == "" || next.Owner == leaving.Name() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-		next, _ = nodes[0].Owner(p)
+	select {
+	case <-d.pause.Paused():
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	fmt.Printf("   Meanwhile %s leaves: %s takes partition %d at epoch %d and writes.\n", leaving.Name(), next.Owner, p, next.Epoch)
-	if _, err := nodes[1].Call(ctx, key, "put", []byte("written by the new owner")); err != nil {
-		return err
-	}
-	close(d.release)
-	err := <-zombie
-	if !errors.Is(err, router.ErrStaleEpoch) {
-		return fmt.Errorf("the paused owner's write was not fenced: %v", err)
-	}
-	fmt.Printf("   The paused handler resumes and commits at epoch %d: refused.\n     %v\n", c.Epoch, err)
-	if err := <-left; err != nil {
-		return err
-	}
-	v, err := nodes[1].Call(ctx, key, "get", nil)
+	fmt.Printf("   %s owns %s (partition %d) at epoch %d; an increment runs there, computes 1 and pauses.\n", old.Name(), key, p, before.Epoch)
+
+	joined, err := d.c.Start(ctx, "node-4")
 	if err != nil {
 		return err
 	}
-	fmt.Printf("   %s = %q: only the new owner's write is there.\n", key, v)
+	if err := d.c.WaitSettled(ctx); err != nil {
+		return err
+	}
+	if old.Stats().DrainTimeouts == 0 {
+		return fmt.Errorf("%s's drain did not wait for the paused call", old.Name())
+	}
+	after, _ := joined.Owner(p)
+	out, err := nodes[1].Call(ctx, key, "inc", nil)
+	if err != nil {
+		return err
+	}
+	node, epoch, value := parseIncrement(out)
+	fmt.Printf("   Meanwhile node-4 joins: it takes partition %d at epoch %d (%s's drain gave up on the\n", p, after.Epoch, old.Name())
+	fmt.Printf("   paused call after %s), and an increment runs there: %s (%d) -> %d.\n", cluster.DrainTimeout, node, epoch, value)
+
+	d.pause.Release()
+	r := <-zombie
+	if r.err != nil {
+		return fmt.Errorf("the paused call failed: %w", r.err)
+	}
+	// An acknowledged paused write would answer "<old owner> <old epoch> 1".
+	node, epoch, value = parseIncrement(r.out)
+	if node != joined.Name() || value != 2 {
+		return fmt.Errorf("the paused owner's write was not fenced: the call answered %q", r.out)
+	}
+	fmt.Printf("   The paused handler resumes and commits 1 at epoch %d: its replicas refuse it. Call cannot\n", before.Epoch)
+	fmt.Printf("   tell whether one of them kept the write, so it asks node-4 under the same request ID;\n")
+	fmt.Printf("   the handler runs again there, on the current value: %s (%d) -> %d.\n", node, epoch, value)
+	v, err := nodes[2].Call(ctx, key, "get", nil)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("   %s = %d: both increments, each applied once.\n", key, binary.BigEndian.Uint64(v))
 	fmt.Println("\nDone.")
 	return nil
+}
+
+// parseIncrement splits an answer of increment.
+func parseIncrement(out []byte) (node string, epoch, value uint64) {
+	fmt.Sscanf(string(out), "%s %d %d", &node, &epoch, &value)
+	return node, epoch, value
 }
 
 // claims returns node-0's view of every partition's claim.

@@ -41,7 +41,7 @@ func main() {
 		out      = flag.String("out", "robustness.json", "where to write the table as JSON")
 		scenario = flag.String("scenario", "all", "scenarios to run, comma-separated, or all")
 		nodes    = flag.Int("nodes", 3, "nodes per cluster")
-		rf       = flag.Int("rf", 1, "the nodes' replication factor (1, 3 or 5)")
+		rf       = flag.Int("rf", 3, "the nodes' replication factor (1, 3 or 5; 3 is the library's default)")
 		parallel = flag.Int("parallel", 2, "runs at once")
 		dir      = flag.String("dir", "", "directory for the runs (default: a new temporary one)")
 		noFence  = flag.Bool("nofencing", false, "control: build the nodes with the epoch check switched off")

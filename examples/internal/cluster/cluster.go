@@ -14,9 +14,10 @@
 //
 // The first node started bootstraps the cluster; each later one joins
 // through the gossip addresses of the nodes already running. The nodes
-// keep one copy of each partition unless New is given ReplicationFactor.
+// keep three copies of each partition, router.Config's default, unless New
+// is given ReplicationFactor.
 // Pause is the demos' hook for stopping a handler midway while a partition
-// moves.
+// moves, and MovingKey picks a key whose partition a joining node takes.
 package cluster
 
 import (
@@ -66,7 +67,7 @@ type Cluster struct {
 type Option func(*Cluster)
 
 // ReplicationFactor starts every node with router.Config.ReplicationFactor
-// rf: 1 (the default), 3 or 5. With 1, a crashed node's partitions wait
+// rf: 1, 3 (the default) or 5. With 1, a crashed node's partitions wait
 // for it to restart; with 3 or 5, the survivors take them over once they
 // detect the failure, after about 4-5 s. Replicated nodes wait 500 ms
 // instead of 100 ms for a stable membership before they acquire
@@ -83,7 +84,7 @@ func New(prefix string, setup func(*router.Node), opts ...Option) (*Cluster, err
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{dir: dir, setup: setup, rf: 1}
+	c := &Cluster{dir: dir, setup: setup, rf: router.DefaultReplicationFactor}
 	for _, o := range opts {
 		o(c)
 	}

@@ -44,7 +44,7 @@ func run() error {
 		bootstrap  = flag.Bool("bootstrap", false, "create the cluster")
 		partitions = flag.Int("partitions", 64, "partition count")
 		seed       = flag.Uint64("seed", 1, "seed of the network's drop decisions")
-		rf         = flag.Int("rf", 1, "replication factor")
+		rf         = flag.Int("rf", 0, "replication factor (0: the library's default)")
 	)
 	flag.Parse()
 	ip := net.ParseIP(*ipFlag)
