@@ -122,6 +122,8 @@ func (p *plan) steps(rs []row) int {
 func (p *plan) execute(ctx context.Context, e env, rs []row) ([]result, error) {
 	bar := progressbar.NewOptions(p.steps(rs),
 		progressbar.OptionSetWriter(os.Stderr),
+		// Redrawn with carriage returns: for a terminal, noise in a log.
+		progressbar.OptionSetVisibility(isTerminal(os.Stderr)),
 		progressbar.OptionSetWidth(30),
 		progressbar.OptionShowCount(),
 		progressbar.OptionSetElapsedTime(true),
@@ -182,4 +184,10 @@ func (p *plan) runRow(ctx context.Context, e env, r row, id *uint16, bar *progre
 		bar.Add(1)
 	}
 	return out, nil
+}
+
+// isTerminal reports whether f is a character device, a terminal.
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
