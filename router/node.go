@@ -120,28 +120,22 @@ func (n *Node) Start(ctx context.Context) error {
 		ccfg.Dial = n.cfg.Network.Dial
 	}
 	n.client = rpc.NewClient(ccfg)
-	n.server, err = rpc.Serve(rpc.ServerConfig{
-		Listener: ln, Handler: n.serve, Hello: hello, Accept: checkHello,
-		MaxFrame: max(n.cfg.MaxPayload, owner.FetchPageBytes) + 64<<10, Logger: n.cfg.Logger,
-	})
-	if err != nil {
-		ln.Close()
-		return n.failStart(err)
-	}
 	host, portStr, _ := net.SplitHostPort(n.cfg.GossipAddr)
 	port, err := strconv.Atoi(portStr)
 	if err != nil {
+		ln.Close()
 		return n.failStart(fmt.Errorf("router: Config.GossipAddr port %q: %w", portStr, err))
 	}
 	var gossip memberlist.NodeAwareTransport
 	if n.cfg.Network != nil {
 		if gossip, err = n.cfg.Network.Gossip(host, port); err != nil {
+			ln.Close()
 			return n.failStart(fmt.Errorf("router: gossip transport on %s: %w", n.cfg.GossipAddr, err))
 		}
 	}
 	n.ring, err = ring.New(ring.Config{
 		Name: n.cfg.Name, BindAddr: host, BindPort: port, Transport: gossip,
-		RPCAddr: n.server.Addr().String(), Fingerprint: n.fingerprint(),
+		RPCAddr: ln.Addr().String(), Fingerprint: n.fingerprint(),
 		Seeds: n.cfg.Seeds, Delegate: n.owner, SecretKey: n.cfg.SecretKey,
 		Preset: n.cfg.GossipPreset, PushPullInterval: n.cfg.PushPullInterval,
 		Logger: n.cfg.Logger,
@@ -150,9 +144,20 @@ func (n *Node) Start(ctx context.Context) error {
 		if gossip != nil {
 			gossip.Shutdown()
 		}
+		ln.Close()
 		return n.failStart(err)
 	}
 	n.owner.Start(n.ring)
+	// Serve only now: every handler needs the ring, and a restarted node's
+	// peers, which still know its address, may call it at once.
+	n.server, err = rpc.Serve(rpc.ServerConfig{
+		Listener: ln, Handler: n.serve, Hello: hello, Accept: checkHello,
+		MaxFrame: max(n.cfg.MaxPayload, owner.FetchPageBytes) + 64<<10, Logger: n.cfg.Logger,
+	})
+	if err != nil {
+		ln.Close()
+		return n.failStart(err)
+	}
 	if err := n.ring.Join(ctx); err != nil {
 		return n.failStart(fmt.Errorf("router: join: %w", err))
 	}
