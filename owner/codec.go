@@ -155,21 +155,14 @@ func DecodeReplicate(b []byte) (Replicate, error) {
 func (m Handoff) Encode() []byte {
 	var e wire.Encoder
 	e.Uvarint(uint64(m.P))
-	e.Uvarint(uint64(len(m.Replicas)))
-	for _, r := range m.Replicas {
-		e.String(r)
-	}
+	e.Strings(m.Replicas)
 	return e.Out()
 }
 
 // DecodeHandoff decodes a Handoff.
 func DecodeHandoff(b []byte) (Handoff, error) {
 	d := wire.NewDecoder(b)
-	m := Handoff{P: DecodePartition(d)}
-	n := d.Uvarint()
-	for i := uint64(0); i < n && d.Err() == nil; i++ {
-		m.Replicas = append(m.Replicas, d.String())
-	}
+	m := Handoff{P: DecodePartition(d), Replicas: d.Strings()}
 	return m, finish(d, "handoff")
 }
 

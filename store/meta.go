@@ -86,15 +86,8 @@ func encodeClaim(e *wire.Encoder, c Claim) {
 	e.Uvarint(uint64(c.Epoch))
 	e.Uvarint(uint64(c.Base))
 	e.String(c.Owner)
-	encodeNames(e, c.Replicas)
-	encodeNames(e, c.BaseReplicas)
-}
-
-func encodeNames(e *wire.Encoder, names []string) {
-	e.Uvarint(uint64(len(names)))
-	for _, n := range names {
-		e.String(n)
-	}
+	e.Strings(c.Replicas)
+	e.Strings(c.BaseReplicas)
 }
 
 // decodeMeta is the inverse of encodeMeta. It returns an ErrCorrupt for
@@ -123,18 +116,9 @@ func decodeClaim(d *wire.Decoder) Claim {
 		Epoch:        epoch.Epoch(d.Uvarint()),
 		Base:         epoch.Epoch(d.Uvarint()),
 		Owner:        d.String(),
-		Replicas:     decodeNames(d),
-		BaseReplicas: decodeNames(d),
+		Replicas:     d.Strings(),
+		BaseReplicas: d.Strings(),
 	}
-}
-
-func decodeNames(d *wire.Decoder) []string {
-	var names []string
-	n := d.Uvarint()
-	for i := uint64(0); i < n && d.Err() == nil; i++ {
-		names = append(names, d.String())
-	}
-	return names
 }
 
 // MarshalBinary encodes c; it never fails.

@@ -59,8 +59,9 @@ type Store struct {
 	// transactions that flush on the way).
 	flushes atomic.Uint64
 
-	// memMu guards mem and metas. The committer is their only writer (and
-	// reads them without the lock); readers take the read lock.
+	// memMu guards mem, metas, fileIDs and fileGen. The committer is the
+	// only writer of mem and metas (and reads them without the lock);
+	// readers take the read lock.
 	memMu sync.RWMutex
 	// mem holds the batches acknowledged through the WAL and not yet
 	// flushed. It is replaced, not cleared, by a flush.

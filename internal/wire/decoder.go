@@ -80,6 +80,16 @@ func (d *Decoder) String() string {
 	return string(d.take("string"))
 }
 
+// Strings reads a uvarint count and that many strings; none is nil.
+func (d *Decoder) Strings() []string {
+	var ss []string
+	n := d.Uvarint()
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		ss = append(ss, d.String())
+	}
+	return ss
+}
+
 // Bool reads one byte that must be 0 or 1.
 func (d *Decoder) Bool() bool {
 	if d.err != nil {

@@ -29,6 +29,14 @@ func (e *Encoder) String(s string) {
 	e.buf = append(e.buf, s...)
 }
 
+// Strings appends ss as a uvarint count followed by each string.
+func (e *Encoder) Strings(ss []string) {
+	e.Uvarint(uint64(len(ss)))
+	for _, s := range ss {
+		e.String(s)
+	}
+}
+
 // Bool appends b as one byte, 1 for true and 0 for false.
 func (e *Encoder) Bool(b bool) {
 	var v uint8
