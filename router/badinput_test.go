@@ -72,6 +72,44 @@ func TestHandlerErrorWritesNothing(t *testing.T) {
 	require.Nil(t, v)
 }
 
+// A result too large for a message between nodes used to be committed on
+// the owner and then never reach its replica: the call hung until its
+// context ended, with the write on one node only.
+func TestResultAboveMaxPayloadWritesNothing(t *testing.T) {
+	c := newTestCluster(t, 2, func(n *Node) {
+		n.Handle("get", get)
+		n.Handle("put", func(_ context.Context, req *Request) ([]byte, error) {
+			req.State.Put(make([]byte, len(req.Payload)*1024))
+			return nil, nil
+		})
+		n.Handle("reply", func(_ context.Context, req *Request) ([]byte, error) {
+			req.State.Put([]byte("must not be written"))
+			return make([]byte, 2<<20), nil
+		})
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n := c.nodes[0]
+	limit := n.cfg.MaxPayload
+	require.Equal(t, 1<<20, limit, "the default")
+
+	// At the limit: written and replicated (both nodes hold every
+	// partition).
+	_, err := n.Call(ctx, []byte("k"), "put", make([]byte, limit/1024))
+	require.NoError(t, err)
+
+	_, err = n.Call(ctx, []byte("k"), "put", make([]byte, 2*limit/1024))
+	require.ErrorIs(t, err, ErrResultTooLarge)
+	_, err = n.Call(ctx, []byte("k"), "reply", nil)
+	require.ErrorIs(t, err, ErrResultTooLarge)
+
+	for _, entry := range c.nodes {
+		v, err := entry.Call(ctx, []byte("k"), "get", nil)
+		require.NoError(t, err)
+		require.Len(t, v, limit, "the value written at the limit, from %s", entry.Name())
+	}
+}
+
 func TestGarbageOnRPCPortDropsConnectionAndNodeKeepsServing(t *testing.T) {
 	c := newTestCluster(t, 2, func(n *Node) { n.Handle("inc", counter) })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -35,7 +35,8 @@ func RequestID(id []byte) CallOption {
 // answers or ctx ends. Its errors match ErrUnavailable (no owner answered
 // in time), ErrUnknownMethod, ErrHandler, ErrStaleEpoch (replication factor
 // 1 only: the handler ran but the partition moved on before its commit:
-// nothing was written), ErrPayloadTooLarge, ErrEmptyKey or ErrClosed.
+// nothing was written), ErrPayloadTooLarge, ErrResultTooLarge, ErrEmptyKey or
+// ErrClosed.
 func (n *Node) Call(ctx context.Context, key []byte, method string, payload []byte, opts ...CallOption) ([]byte, error) {
 	var o callOptions
 	for _, opt := range opts {
@@ -68,6 +69,8 @@ func (n *Node) Call(ctx context.Context, key []byte, method string, payload []by
 				return nil, fmt.Errorf("%w: %q", ErrUnknownMethod, method)
 			case statusHandlerError:
 				return nil, fmt.Errorf("%w: %s", ErrHandler, r.Body)
+			case statusTooLarge:
+				return nil, fmt.Errorf("%w: %s; nothing was written", ErrResultTooLarge, r.Body)
 			case statusStale:
 				refusal := strings.TrimPrefix(string(r.Body), "epoch: ")
 				if n.cfg.ReplicationFactor == 1 {

@@ -37,6 +37,9 @@ const (
 	statusStale
 	// statusUnavailable: the node cannot serve now (closing, store failed).
 	statusUnavailable
+	// statusTooLarge: the handler's response and written value exceed
+	// Config.MaxPayload; nothing was written.
+	statusTooLarge
 )
 
 type callRequest struct {

@@ -49,8 +49,11 @@ type Config struct {
 	// owner's disk only, and a crashed node's partitions wait for it to
 	// restart. A cluster smaller than the factor keeps a copy on every node.
 	ReplicationFactor int
-	// MaxPayload bounds a call's payload in bytes; larger ones fail before
-	// they are sent. Zero means 1 MiB.
+	// MaxPayload bounds a call's payload in bytes, and the size of its
+	// result: its response plus the value its handler writes. A larger
+	// payload fails before it is sent (ErrPayloadTooLarge), a larger result
+	// after the handler ran, writing nothing (ErrResultTooLarge). Zero
+	// means 1 MiB. Every node must use the same value.
 	MaxPayload int
 	// SecretKey, if set, encrypts gossip (16, 24 or 32 bytes) and must be
 	// the same on every node.

@@ -19,6 +19,12 @@ var (
 	// ErrPayloadTooLarge is returned by Call, before anything is sent, when
 	// the payload exceeds Config.MaxPayload.
 	ErrPayloadTooLarge = errors.New("router: payload too large")
+	// ErrResultTooLarge is returned by Call when the handler's response and
+	// the value it wrote total more than Config.MaxPayload: the call ran
+	// and wrote nothing. Without the bound, a result too large for a
+	// message between nodes could be committed on the owner and then never
+	// reach its replicas or its caller.
+	ErrResultTooLarge = errors.New("router: handler result too large")
 	// ErrEmptyKey is returned by Call for an empty key.
 	ErrEmptyKey = errors.New("router: empty key")
 	// ErrClosed is returned by every method after Close or Leave.

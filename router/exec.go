@@ -168,6 +168,11 @@ func (pe *partExec) run(n *Node, j *job) {
 		j.done <- callResponse{Status: statusHandlerError, Body: []byte(err.Error())}
 		return
 	}
+	if size := len(body) + len(st.value); size > n.cfg.MaxPayload {
+		lease.Release()
+		j.done <- callResponse{Status: statusTooLarge, Body: fmt.Appendf(nil, "response and value of %d bytes, limit %d", size, n.cfg.MaxPayload)}
+		return
+	}
 	pe.submit(n, j, lease, st, body)
 }
 

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/singlewriter/singlewriter/internal/proc"
 	"github.com/singlewriter/singlewriter/internal/robustness/api"
 )
 
@@ -124,6 +125,9 @@ func (c *cluster) start(ctx context.Context, n *node, bootstrap bool) error {
 		"-seeds", strings.Join(seeds, ","), fmt.Sprintf("-bootstrap=%v", bootstrap),
 		"-partitions", fmt.Sprint(partitions), "-seed", fmt.Sprint(c.seed), "-rf", fmt.Sprint(c.rf))
 	cmd.Stderr = log
+	// Killed with the harness, even while paused (SIGKILL ends a stopped
+	// process too).
+	cmd.SysProcAttr = proc.SysProcAttr(nil)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		log.Close()
