@@ -32,7 +32,7 @@ func (o *Owner) startServing(p int, c store.Claim) error {
 		return fmt.Errorf("owner: partition %d: a higher epoch than %d is being promised", p, c.Epoch)
 	}
 	o.claims.Merge(p, c)
-	o.cfg.Logger.Info("serving partition", "partition", p, "epoch", c.Epoch)
+	o.cfg.Logger.Info("serving partition", "partition", p, "epoch", c.Epoch, "base", c.Base, "replicas", c.Replicas, "position", pos)
 	return nil
 }
 

@@ -122,6 +122,7 @@ func (o *Owner) learn(ctx context.Context, p int, c store.Claim) error {
 	// newer proposal reached this node, and may have synced this copy for
 	// itself (this node may own c's successor).
 	if !slices.Contains(c.Replicas, o.cfg.Self) && prev.Position != (store.Position{}) {
+		o.cfg.Logger.Info("not a replica of the new claim: dropping the copy unless a higher ballot was promised", "partition", p, "claim", c.Epoch, "replicas", c.Replicas, "position", prev.Position, "promised", prev.Promised)
 		defer pt.forgetQueued()
 		return o.store.Drop(ctx, p, c.Epoch)
 	}
@@ -178,6 +179,7 @@ func (o *Owner) HandleSync(ctx context.Context, req Sync) error {
 		after = next
 	}
 	defer o.parts[req.P].forgetQueued()
+	o.cfg.Logger.Info("copying partition", "partition", req.P, "ballot", req.Ballot, "base", req.Base, "source", req.Source, "position", req.Pos, "entries", len(entries), "replaced", m.Position)
 	return o.store.Install(ctx, req.P, req.Ballot, entries, req.Pos)
 }
 
