@@ -199,10 +199,9 @@ func (o *Owner) HandleFetch(p int, ballot epoch.Epoch, pos store.Position, after
 	if err := epoch.CheckWrite(m.Promised, ballot); err != nil {
 		return nil, nil, err
 	}
-	if m.Position != pos {
-		return nil, nil, fmt.Errorf("owner: fetch of partition %d: data is at %v, not %v", p, m.Position, pos)
-	}
-	return o.store.Export(p, after, FetchPageBytes)
+	// Export checks pos in the transaction that reads the page: a drop or
+	// an install may commit after the meta above was read.
+	return o.store.Export(p, pos, after, FetchPageBytes)
 }
 
 // HandleHandoff starts acquiring partition req.P now, with replica set

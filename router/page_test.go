@@ -24,10 +24,13 @@ func TestPageOfManySmallEntriesFitsTheFrame(t *testing.T) {
 		}
 		require.NoError(t, s.Commit(context.Background(), batch))
 	}
+	m, err := s.Meta(1)
+	require.NoError(t, err)
+	pos := m.Position
 	var after []byte
 	pages := 0
 	for {
-		entries, next, err := s.Export(1, after, owner.FetchPageBytes)
+		entries, next, err := s.Export(1, pos, after, owner.FetchPageBytes)
 		require.NoError(t, err)
 		require.LessOrEqual(t, len(encodePage(entries, next)), owner.FetchPageBytes+64<<10)
 		pages++

@@ -29,7 +29,9 @@ var (
 	ErrInvalid = errors.New("store: invalid argument")
 
 	// ErrPosition is returned by Submit and Commit for a batch whose Prev is
-	// not the partition's position: the replica missed or reordered a batch.
+	// not the partition's position (the replica missed or reordered a
+	// batch), and by Export when the partition is not at the position
+	// asked for.
 	ErrPosition = errors.New("store: batch does not follow the partition's position")
 
 	// ErrCorrupt is returned by reads when a stored record cannot be decoded.

@@ -105,7 +105,7 @@ func TestCloseIsIdempotentAndLaterOpsReturnErrClosed(t *testing.T) {
 	require.ErrorIs(t, err, ErrClosed)
 	_, err = s.Meta(0)
 	require.ErrorIs(t, err, ErrClosed)
-	_, _, err = s.Export(0, nil, 1024)
+	_, _, err = s.Export(0, Position{}, nil, 1024)
 	require.ErrorIs(t, err, ErrClosed)
 }
 

@@ -57,7 +57,13 @@ const exportEntryOverhead = 16
 // freezes the partition (a promise refuses its owner's writes) for a
 // consistent copy. If the memtable holds batches of p, Export first has
 // the committer flush it (a synced transaction), then reads the file.
-func (s *Store) Export(p int, after []byte, maxBytes int) (entries []Entry, next []byte, err error) {
+//
+// Every page is read in the transaction that checks the partition is at
+// pos, and fails with ErrPosition if it is not: a Drop or an Install can
+// commit between a caller's own check of the position and the read, and a
+// page read after it would hand out an empty or different copy labelled
+// with the old position.
+func (s *Store) Export(p int, pos Position, after []byte, maxBytes int) (entries []Entry, next []byte, err error) {
 	if err := checkPartition(p); err != nil {
 		return nil, nil, err
 	}
@@ -78,6 +84,9 @@ func (s *Store) Export(p int, after []byte, maxBytes int) (entries []Entry, next
 		pt, err := loadPartition(tx, p)
 		if err != nil {
 			return err
+		}
+		if pt.meta.Position != pos {
+			return fmt.Errorf("%w: partition %d is at %v, not %v", ErrPosition, p, pt.meta.Position, pos)
 		}
 		used := 0
 		for _, kind := range []EntryKind{KindData, KindResponse} {

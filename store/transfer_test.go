@@ -25,9 +25,12 @@ func fill(t *testing.T, s *Store, p int, e epoch.Epoch, n int) {
 // exportAll pages through partition p of s.
 func exportAll(t *testing.T, s *Store, p, maxBytes int) (entries []Entry, pages int) {
 	t.Helper()
+	m, err := s.Meta(p)
+	require.NoError(t, err)
+	pos := m.Position
 	var after []byte
 	for {
-		page, next, err := s.Export(p, after, maxBytes)
+		page, next, err := s.Export(p, pos, after, maxBytes)
 		require.NoError(t, err)
 		entries = append(entries, page...)
 		pages++
@@ -81,11 +84,13 @@ func TestExportPagesCoverEveryEntryOnceForAnyPageSize(t *testing.T) {
 		got, _ := exportAll(t, s, 0, maxBytes)
 		require.Equal(t, want, got, "maxBytes %d", maxBytes)
 	}
-	entries, next, err := s.Export(9, nil, 100)
+	entries, next, err := s.Export(9, Position{}, nil, 100)
 	require.NoError(t, err)
 	require.Empty(t, entries, "an untouched partition exports nothing")
 	require.Nil(t, next)
-	_, _, err = s.Export(0, []byte{9, 'k'}, 100)
+	m, err := s.Meta(0)
+	require.NoError(t, err)
+	_, _, err = s.Export(0, m.Position, []byte{9, 'k'}, 100)
 	require.ErrorIs(t, err, ErrInvalid)
 }
 
@@ -152,4 +157,34 @@ func TestDropKeepsTheCopyOfANewerProposal(t *testing.T) {
 
 	require.NoError(t, s.Drop(ctx, 0, 3))
 	requireAbsent(t, s, 0, "k")
+}
+
+// A proposal's copy is fetched page by page from a replica that may drop
+// its copy (it learned a claim without it) or install another one at any
+// moment. A page read after that, labelled with the position the fetcher
+// asked for, would give the fetcher an empty or different copy that
+// claims to be the data at that position; Export refuses instead.
+func TestExportRefusesACopyThatMovedAfterItsPositionWasRead(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	fill(t, s, 0, 1, 5)
+	m, err := s.Meta(0)
+	require.NoError(t, err)
+	at := m.Position
+	entries, _, err := s.Export(0, at, nil, 1<<20)
+	require.NoError(t, err)
+	require.NotEmpty(t, entries)
+
+	require.NoError(t, s.Drop(ctx, 0, 2))
+	entries, _, err = s.Export(0, at, nil, 1<<20)
+	require.ErrorIs(t, err, ErrPosition, "a dropped copy is not the copy at %v", at)
+	require.Empty(t, entries)
+
+	other := Position{Epoch: 2, LSN: 1}
+	require.NoError(t, s.Install(ctx, 0, 3, []Entry{{Kind: KindData, Key: []byte("k"), Value: []byte("v")}}, other))
+	_, _, err = s.Export(0, at, nil, 1<<20)
+	require.ErrorIs(t, err, ErrPosition, "another copy is not the copy at %v", at)
+	entries, _, err = s.Export(0, other, nil, 1<<20)
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
 }
