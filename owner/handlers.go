@@ -131,8 +131,9 @@ func (o *Owner) learn(ctx context.Context, p int, c store.Claim) error {
 
 // HandleSync brings this node's copy of a partition up to req.Pos by
 // copying it from req.Source under req.Ballot. A copy already at req.Pos is
-// kept, but the promise is raised to req.Ballot as a copy would raise it:
-// the promise is how learn knows the copy may serve a newer proposal. The
+// kept, but the promise is raised to req.Ballot as a copy would raise it,
+// in the transaction that checks the position (store.Keep): the promise is
+// how learn knows the copy may serve a newer proposal. The
 // whole copy is fetched first and installed in one transaction,
 // so a replica never holds half a copy. A replica that knows a chosen claim
 // newer than the proposal's base, or holds data written after it, refuses:
@@ -150,12 +151,16 @@ func (o *Owner) HandleSync(ctx context.Context, req Sync) error {
 		return err
 	}
 	if m.Position == req.Pos {
-		if m.Promised < req.Ballot {
-			if _, err := o.store.Promise(ctx, req.P, req.Ballot); err != nil && !errors.Is(err, epoch.ErrStale) {
-				return err
-			}
+		// Keep checks the position again with the promise: a Drop (this
+		// node learning a claim it is not a replica of) may have committed
+		// since the read above. Then the copy is fetched like any other.
+		err := o.store.Keep(ctx, req.P, req.Ballot, req.Pos)
+		if !errors.Is(err, store.ErrPosition) {
+			return err
 		}
-		return nil
+		if m, err = o.store.Meta(req.P); err != nil {
+			return err
+		}
 	}
 	switch {
 	case m.HasChosen && m.Chosen.Epoch > req.Base && (m.Final || m.Chosen.Base != req.Base):

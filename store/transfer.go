@@ -172,6 +172,33 @@ func (s *Store) Install(ctx context.Context, p int, e epoch.Epoch, entries []Ent
 	})
 }
 
+// Keep is Install for a replica that already holds the copy: it raises p's
+// promise to e (if lower) in the transaction that checks p is at pos, and
+// fails with ErrPosition if it is not. The caller's earlier read of the
+// position is not enough: a Drop (or an Install) can commit between that
+// read and the promise, and a proposal would then count this replica as
+// holding a copy it no longer has. Once the promise is raised, a Drop for
+// a claim below e keeps the copy.
+func (s *Store) Keep(ctx context.Context, p int, e epoch.Epoch, pos Position) error {
+	if err := checkPartition(p); err != nil {
+		return err
+	}
+	return s.do(ctx, p, func(tx *bolt.Tx) (outcome, abort error) {
+		pt, err := loadPartition(tx, p)
+		if err != nil {
+			return err, nil
+		}
+		if pt.meta.Position != pos {
+			return fmt.Errorf("%w: partition %d is at %v, not %v", ErrPosition, p, pt.meta.Position, pos), nil
+		}
+		if pt.meta.Promised >= e {
+			return nil, nil
+		}
+		pt.meta.Promised = e
+		return nil, pt.saveMeta(tx)
+	})
+}
+
 // Drop deletes p's data and dedup records once this node is no longer one
 // of the replicas of the claim at epoch e. It keeps the meta (promise,
 // claims) and the audit, so the chain of claims can still be followed, but

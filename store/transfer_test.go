@@ -188,3 +188,30 @@ func TestExportRefusesACopyThatMovedAfterItsPositionWasRead(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
 }
+
+func TestKeepRaisesThePromiseOnlyWhileTheCopyIsAtItsPosition(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	fill(t, s, 0, 1, 5)
+	m, err := s.Meta(0)
+	require.NoError(t, err)
+	at := m.Position
+
+	require.NoError(t, s.Keep(ctx, 0, 3, at))
+	m, err = s.Meta(0)
+	require.NoError(t, err)
+	require.Equal(t, epoch.Epoch(3), m.Promised)
+	require.NoError(t, s.Keep(ctx, 0, 2, at), "a lower ballot keeps the copy and the higher promise")
+	m, err = s.Meta(0)
+	require.NoError(t, err)
+	require.Equal(t, epoch.Epoch(3), m.Promised)
+	require.Equal(t, at, m.Position)
+
+	require.NoError(t, s.Drop(ctx, 0, 3))
+	err = s.Keep(ctx, 0, 4, at)
+	require.ErrorIs(t, err, ErrPosition, "a dropped copy is not kept at %v", at)
+	m, err = s.Meta(0)
+	require.NoError(t, err)
+	require.Equal(t, epoch.Epoch(3), m.Promised, "a refused Keep promises nothing")
+	require.Equal(t, Position{}, m.Position)
+}

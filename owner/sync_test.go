@@ -1,0 +1,80 @@
+package owner
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/singlewriter/singlewriter/epoch"
+	"github.com/singlewriter/singlewriter/store"
+	"github.com/stretchr/testify/require"
+)
+
+// unreachableSource is a Transport whose fetches all fail, as from a
+// source that is down.
+type unreachableSource struct{ Transport }
+
+func (unreachableSource) Fetch(context.Context, string, int, epoch.Epoch, store.Position, []byte) ([]store.Entry, []byte, error) {
+	return nil, nil, errors.New("source unreachable")
+}
+
+// A replica asked to sync a copy it already holds keeps it and only raises
+// its promise. If it learns meanwhile a final claim it is not a replica of,
+// it drops the copy; the sync must then not report success, or the
+// proposal counts a replica (possibly its own owner) that holds nothing at
+// the position it chose. Found by the robustness harness (RF 3, combined,
+// seed 5015): the owner of a new claim read its own copy at the source's
+// position, dropped it on learning the base claim, raised its promise,
+// and wrote its start marker on the empty partition. That empty copy was
+// now the most advanced one, and the next claim copied it to the other
+// replicas: the partition's acknowledged writes were lost.
+func TestSyncDoesNotKeepACopyThatIsDroppedMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	held := store.Position{Epoch: 11, LSN: 1}
+	dropping := store.Claim{Epoch: 16, Base: 11, Owner: "a", Replicas: []string{"a", "b", "c"}, BaseReplicas: []string{"r", "b", "c"}}
+	req := Sync{P: 1, Ballot: 17, Base: 16, Source: "b", Pos: held}
+	const runs = 500
+	fetched := 0
+	for i := range runs {
+		s, err := store.Open(store.Config{Dir: t.TempDir(), NoSync: true})
+		require.NoError(t, err)
+		r, err := New(Config{Self: "r", Partitions: 4, Store: s, Transport: unreachableSource{}})
+		require.NoError(t, err)
+		require.NoError(t, r.HandleReplicate(ctx, write(11, store.Position{}, "k", "v")))
+
+		var wg sync.WaitGroup
+		var syncErr, learnErr error
+		start := make(chan struct{})
+		wg.Go(func() {
+			<-start
+			for range i % 8 { // vary which of the two goes first
+				runtime.Gosched()
+			}
+			syncErr = r.HandleSync(ctx, req)
+		})
+		wg.Go(func() { <-start; learnErr = r.learn(ctx, 1, dropping) })
+		close(start)
+		wg.Wait()
+		require.NoError(t, learnErr)
+
+		m, err := s.Meta(1)
+		require.NoError(t, err)
+		v, ok, err := s.Get(1, []byte("k"))
+		require.NoError(t, err)
+		if syncErr == nil {
+			require.Equal(t, held, m.Position, "run %d: the sync succeeded, so the copy must be at its position", i)
+			require.True(t, ok, "run %d: the sync succeeded, so the copy must hold its data", i)
+			require.Equal(t, "v", string(v))
+			require.GreaterOrEqual(t, m.Promised, req.Ballot)
+		} else {
+			fetched++
+			require.Equal(t, store.Position{}, m.Position, "run %d: %v", i, syncErr)
+			require.False(t, ok)
+		}
+		r.Close()
+		require.NoError(t, s.Close())
+	}
+	t.Logf("%d of %d syncs met the drop first and fetched (from a source that is down)", fetched, runs)
+}
