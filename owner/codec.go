@@ -1,6 +1,7 @@
 package owner
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/singlewriter/singlewriter/epoch"
@@ -125,30 +126,85 @@ func DecodeChooseReply(b []byte) (ChooseReply, error) {
 // Encode returns m's wire encoding.
 func (m Replicate) Encode() []byte {
 	var e wire.Encoder
-	b := m.Batch
-	e.Uvarint(uint64(b.Partition))
-	e.Uvarint(uint64(b.Epoch))
-	e.Bool(b.Prev != nil)
-	if b.Prev != nil {
-		EncodePosition(&e, *b.Prev)
+	e.Uvarint(uint64(len(m.Batches)))
+	for _, b := range m.Batches {
+		e.Uvarint(uint64(b.Partition))
+		e.Uvarint(uint64(b.Epoch))
+		e.Bool(b.Prev != nil)
+		if b.Prev != nil {
+			EncodePosition(&e, *b.Prev)
+		}
+		store.EncodeWrites(&e, b.Writes)
+		e.Bytes(b.RequestID)
+		e.Bytes(b.Response)
 	}
-	store.EncodeWrites(&e, b.Writes)
-	e.Bytes(b.RequestID)
-	e.Bytes(b.Response)
 	return e.Out()
 }
 
 // DecodeReplicate decodes a Replicate.
 func DecodeReplicate(b []byte) (Replicate, error) {
 	d := wire.NewDecoder(b)
-	batch := store.Batch{Partition: DecodePartition(d), Epoch: epoch.Epoch(d.Uvarint())}
-	if d.Bool() {
-		prev := DecodePosition(d)
-		batch.Prev = &prev
+	var m Replicate
+	for i, n := uint64(0), d.Uvarint(); i < n && d.Err() == nil; i++ {
+		batch := store.Batch{Partition: DecodePartition(d), Epoch: epoch.Epoch(d.Uvarint())}
+		if d.Bool() {
+			prev := DecodePosition(d)
+			batch.Prev = &prev
+		}
+		batch.Writes = store.DecodeWrites(d)
+		batch.RequestID, batch.Response = d.Bytes(), d.Bytes()
+		m.Batches = append(m.Batches, batch)
 	}
-	batch.Writes = store.DecodeWrites(d)
-	batch.RequestID, batch.Response = d.Bytes(), d.Bytes()
-	return Replicate{Batch: batch}, finish(d, "replicate")
+	return m, finish(d, "replicate")
+}
+
+// EncodeOutcomes returns the wire encoding of a replica's outcomes of a
+// Replicate (HandleReplicate's errors): per batch, applied, refused as
+// stale (epoch.ErrStale) or refused otherwise, with the refusal's text.
+func EncodeOutcomes(errs []error) []byte {
+	var e wire.Encoder
+	e.Uvarint(uint64(len(errs)))
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			e.Uvarint(outcomeApplied)
+			continue
+		case errors.Is(err, epoch.ErrStale):
+			e.Uvarint(outcomeStale)
+		default:
+			e.Uvarint(outcomeRefused)
+		}
+		e.String(err.Error())
+	}
+	return e.Out()
+}
+
+// The outcomes of one replicated batch on the wire.
+const (
+	outcomeApplied = iota
+	outcomeStale
+	outcomeRefused
+)
+
+// DecodeOutcomes decodes EncodeOutcomes' encoding of replica's answer: a
+// stale refusal matches epoch.ErrStale again.
+func DecodeOutcomes(b []byte, replica string) ([]error, error) {
+	d := wire.NewDecoder(b)
+	var errs []error
+	for i, n := uint64(0), d.Uvarint(); i < n && d.Err() == nil; i++ {
+		var err error
+		switch kind := d.Uvarint(); kind {
+		case outcomeApplied:
+		case outcomeStale:
+			err = fmt.Errorf("%w (replica %s: %s)", epoch.ErrStale, replica, d.String())
+		case outcomeRefused:
+			err = fmt.Errorf("owner: replica %s: %s", replica, d.String())
+		default:
+			return nil, fmt.Errorf("%w: replicated batch outcome %d", wire.ErrMalformed, kind)
+		}
+		errs = append(errs, err)
+	}
+	return errs, finish(d, "outcomes")
 }
 
 // Encode returns m's wire encoding.

@@ -1,10 +1,12 @@
 package owner
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/singlewriter/singlewriter/epoch"
 	"github.com/singlewriter/singlewriter/store"
 )
 
@@ -41,15 +43,22 @@ func TestMessagesRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Handoff{P: 5, Replicas: []string{"b", "c", "d"}}, h)
 
-	rep := Replicate{Batch: store.Batch{Partition: 5, Epoch: 7, Prev: &meta.Position, RequestID: []byte("r"), Response: []byte("ok"),
-		Writes: []store.KV{{Key: []byte("k"), Value: []byte("v")}, {Key: []byte("empty"), Value: []byte{}}, {Key: []byte("deleted")}}}}
+	rep := Replicate{Batches: []store.Batch{
+		{Partition: 5, Epoch: 7, Prev: &meta.Position, RequestID: []byte("r"), Response: []byte("ok"),
+			Writes: []store.KV{{Key: []byte("k"), Value: []byte("v")}, {Key: []byte("empty"), Value: []byte{}}, {Key: []byte("deleted")}}},
+		{Partition: 6, Epoch: 2},
+	}}
 	r, err := DecodeReplicate(rep.Encode())
 	require.NoError(t, err)
 	require.Equal(t, rep, r)
-	rep.Batch.Prev = nil
-	r, err = DecodeReplicate(rep.Encode())
+
+	errs, err := DecodeOutcomes(EncodeOutcomes([]error{nil, epoch.ErrStale, store.ErrPosition}), "b")
 	require.NoError(t, err)
-	require.Equal(t, rep, r)
+	require.Len(t, errs, 3)
+	require.NoError(t, errs[0])
+	require.ErrorIs(t, errs[1], epoch.ErrStale)
+	require.ErrorContains(t, errs[2], store.ErrPosition.Error())
+	require.NotErrorIs(t, errs[2], epoch.ErrStale)
 }
 
 func TestClaimsMergeKeepsHigherEpochAndRefusesOtherClusters(t *testing.T) {
@@ -81,7 +90,8 @@ func FuzzDecodeMessages(f *testing.F) {
 	f.Add(Prepare{P: 1, Ballot: 2, Base: store.Claim{Epoch: 1, Owner: "a"}}.Encode())
 	f.Add(Accept{P: 1, Value: store.Claim{Epoch: 2, Owner: "a", Replicas: []string{"a"}}}.Encode())
 	f.Add(PromiseReply{OK: true}.Encode())
-	f.Add(Replicate{Batch: store.Batch{Partition: 1, Epoch: 2, Prev: &store.Position{Epoch: 1, LSN: 3}, Writes: []store.KV{{Key: []byte("k")}}}}.Encode())
+	f.Add(Replicate{Batches: []store.Batch{{Partition: 1, Epoch: 2, Prev: &store.Position{Epoch: 1, LSN: 3}, Writes: []store.KV{{Key: []byte("k")}}}}}.Encode())
+	f.Add(EncodeOutcomes([]error{nil, epoch.ErrStale}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if m, err := DecodePrepare(b); err == nil && m.P >= 0 {
 			again, err := DecodePrepare(m.Encode())
@@ -92,11 +102,12 @@ func FuzzDecodeMessages(f *testing.F) {
 			_, err := DecodeAccept(m.Encode())
 			require.NoError(t, err)
 		}
-		if m, err := DecodeReplicate(b); err == nil && m.Batch.Partition >= 0 {
+		if m, err := DecodeReplicate(b); err == nil && !slices.ContainsFunc(m.Batches, func(b store.Batch) bool { return b.Partition < 0 }) {
 			again, err := DecodeReplicate(m.Encode())
 			require.NoError(t, err)
 			require.Equal(t, m, again)
 		}
+		_, _ = DecodeOutcomes(b, "x")
 		_, _ = DecodeHandoff(b)
 		_, _ = DecodePromiseReply(b)
 		_, _ = DecodeAcceptReply(b)

@@ -30,9 +30,11 @@ type Transport interface {
 	Fetch(ctx context.Context, from string, p int, ballot epoch.Epoch, pos store.Position, after []byte) (entries []store.Entry, next []byte, err error)
 	// Handoff asks node to to acquire a partition now (graceful Leave).
 	Handoff(ctx context.Context, to string, req Handoff) error
-	// Replicate sends an owner's batch to a replica of its claim and
-	// returns once the replica holds it durably (see HandleReplicate).
-	Replicate(ctx context.Context, to string, req Replicate) error
+	// Replicate sends an owner's batches to a replica of their claims and
+	// returns once the replica answered, with one outcome per batch: nil
+	// once the replica holds it durably, an error matching epoch.ErrStale
+	// if the replica promised a newer epoch (see HandleReplicate).
+	Replicate(ctx context.Context, to string, req Replicate) ([]error, error)
 }
 
 // Ring is the membership view the owner acts on; *ring.Ring implements it.

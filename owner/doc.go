@@ -25,13 +25,14 @@
 // channels, the kicks channel and a timer; one attempt per partition being
 // acquired, resumed, released or finalized (Owner.attempt, from the loop
 // or HandleHandoff; at most 16 run at once); one goroutine per protocol
-// message an attempt sends (in drive), which the attempt waits for; and,
-// for each batch sent to other replicas (a call's batch from Submit, a
-// start marker from commitMarker), the replication goroutines of
-// replicate: one sender per other replica and a collector that completes
-// the Commit at a majority (or once none is possible), then reads the
-// remaining answers, marks the partition lagging if a replica did not
-// confirm, and cancels the batch's context. HandleReplicate starts none: it runs on its
-// caller's goroutine (the router's RPC handler). See docs/ARCHITECTURE.md
-// for every goroutine of the library.
+// message an attempt sends (in drive), which the attempt waits for; for
+// each batch sent to other replicas (a call's batch from Submit, a start
+// marker from commitMarker), a collector (replicate) that completes the
+// Commit at a majority (or once none is possible), then reads the
+// remaining answers and marks the partition lagging if a replica did not
+// confirm; and, per replica, a sender (stream.go: send) while batches are
+// queued for it, which sends them, many to a message, one message at a
+// time, and exits when the queue is empty. HandleReplicate starts none: it
+// runs on its caller's goroutine (the router's RPC handler). See
+// docs/ARCHITECTURE.md for every goroutine of the library.
 package owner

@@ -37,6 +37,10 @@ type Owner struct {
 	synced atomic.Bool
 	// leaving is set by Leave: the node acquires nothing any more.
 	leaving atomic.Bool
+	// streams carry this node's replicated batches, one per replica it
+	// sent any to (see stream).
+	streamsMu sync.Mutex
+	streams   map[string]*stream
 
 	stats  counters
 	kicks  chan struct{}
@@ -60,6 +64,7 @@ func New(cfg Config) (*Owner, error) {
 		kicks:   make(chan struct{}, 1),
 		sem:     make(chan struct{}, maxConcurrentAttempts),
 		unfinal: map[int]store.Claim{},
+		streams: map[string]*stream{},
 	}
 	o.ctx, o.cancel = context.WithCancel(context.Background())
 	for p := range o.parts {

@@ -19,12 +19,14 @@ const replicaTurnWait = time.Second
 // of the claim's replicas made durable; the write may or may not survive.
 var ErrNoQuorum = errors.New("owner: a majority of the replicas did not confirm the write")
 
-// Replicate asks a replica of partition Batch.Partition's served claim to
-// apply Batch, which names the position it follows (Batch.Prev): replicas
-// apply an owner's batches in the owner's order and refuse the rest.
+// Replicate asks a replica of the served claims of an owner to apply
+// Batches, in order. Each names the position it follows (Batch.Prev):
+// replicas apply an owner's batches in the owner's order and refuse the
+// rest.
 type Replicate struct {
-	// Batch is the owner's batch, at the served claim's epoch.
-	Batch store.Batch
+	// Batches are the owner's batches, each at its claim's epoch; a
+	// partition's batches in the order the owner numbered them.
+	Batches []store.Batch
 }
 
 // Commit is the handle of a batch committed under a Lease.
@@ -74,9 +76,11 @@ func (o *Owner) Submit(l Lease, b *store.Batch) *Commit {
 	prev := pt.pos
 	b.Prev = &prev
 	pt.pos = store.Position{Epoch: l.Epoch, LSN: prev.LSN + 1}
-	pending := o.store.Submit(b)
+	// Queued under the lock, so that each replica's stream carries the
+	// partition's batches in the order they are numbered.
+	c := o.replicate(b, o.store.Submit(b), others)
 	pt.mu.Unlock()
-	return o.replicate(b, pending, others)
+	return c
 }
 
 // otherReplicas returns c's replicas other than self.
@@ -90,49 +94,53 @@ func otherReplicas(c store.Claim, self string) []string {
 	return others
 }
 
-// replicate sends b to others and returns a Commit that completes once a
-// majority of the replicas (others and this node, whose commit is local)
-// hold b, or once that can no longer happen. It then still collects the
-// other answers: a replica that did not confirm marks the partition
-// lagging.
+// replicate queues b on the streams to others and returns a Commit that
+// completes once a majority of the replicas (others and this node, whose
+// commit is local) hold b, or once that can no longer happen. It then
+// still collects the other answers: a replica that did not confirm marks
+// the partition lagging.
 func (o *Owner) replicate(b *store.Batch, local *store.Pending, others []string) *Commit {
 	c := &Commit{done: make(chan struct{})}
 	n := len(others) + 1
 	results := make(chan error, n)
-	ctx, cancel := context.WithTimeout(o.ctx, o.cfg.RequestTimeout)
 	for _, to := range others {
-		o.wg.Go(func() { results <- o.cfg.Transport.Replicate(ctx, to, Replicate{Batch: *b}) })
+		o.push(o.stream(to), b, results)
 	}
-	o.wg.Add(1)
-	go func() {
-		defer o.wg.Done()
-		defer cancel() // every answer is in once the loop ends
+	o.wg.Go(func() {
+		decided := false
+		decide := func(err error) {
+			decided = true
+			if err != nil {
+				c.err = err
+				o.parts[b.Partition].markLagging(b.Epoch, true)
+				o.kick() // resync at once: no write can succeed until then
+			}
+			close(c.done)
+		}
 		<-local.Done()
-		results <- local.Err()
+		localErr := local.Err()
+		results <- localErr
 		need := n/2 + 1
 		var acks int
 		var errs []error
-		decided := false
 		for range n {
 			if err := <-results; err != nil {
 				errs = append(errs, err)
 			} else {
 				acks++
 			}
-			if !decided && (acks >= need || n-len(errs) < need) {
-				decided = true
-				if acks < need {
-					c.err = quorumError(b, errs)
-					o.parts[b.Partition].markLagging(b.Epoch, true)
-					o.kick() // resync at once: no write can succeed until then
-				}
-				close(c.done)
+			switch {
+			case decided:
+			case acks >= need:
+				decide(nil)
+			case n-len(errs) < need:
+				decide(quorumError(b, errs))
 			}
 		}
 		if len(errs) > 0 {
 			o.parts[b.Partition].markLagging(b.Epoch, false)
 		}
-	}()
+	})
 	return c
 }
 
@@ -169,23 +177,44 @@ func (o *Owner) commitMarker(p int, c store.Claim) (store.Position, error) {
 	return store.Position{Epoch: c.Epoch, LSN: m.Position.LSN + 1}, commit.Err()
 }
 
-// HandleReplicate applies an owner's batch on this replica once every
-// earlier batch of the owner has been queued here, and returns when it is
-// durable. It refuses a batch below its promise (the fence) and one that
-// does not follow its position (store.ErrPosition): a replica that missed
-// a batch refuses the rest until a new claim syncs it.
-func (o *Owner) HandleReplicate(ctx context.Context, req Replicate) error {
-	b := &req.Batch
+// HandleReplicate applies an owner's batches on this replica, in order,
+// each once every earlier batch of its partition's owner has been queued
+// here, and returns when they are durable, with one outcome per batch. It
+// refuses a batch below its promise (the fence) and one that does not
+// follow its position (store.ErrPosition): a replica that missed a batch
+// refuses the rest until a new claim syncs it. The batches are committed
+// together: one durable commit for the whole message.
+func (o *Owner) HandleReplicate(ctx context.Context, req Replicate) []error {
+	errs := make([]error, len(req.Batches))
+	pending := make([]*store.Pending, len(req.Batches))
+	// A batch that arrived before its predecessor waits for it, at most
+	// replicaTurnWait for the whole message.
+	turnCtx, cancel := context.WithTimeout(ctx, replicaTurnWait)
+	defer cancel()
+	for i := range req.Batches {
+		pending[i], errs[i] = o.submitReplicated(turnCtx, &req.Batches[i])
+	}
+	for i, p := range pending {
+		if p == nil {
+			continue
+		}
+		if err := p.Wait(context.Background()); err != nil {
+			o.parts[req.Batches[i].Partition].forgetQueued() // the store did not move: re-read it
+			errs[i] = err
+		}
+	}
+	return errs
+}
+
+// submitReplicated submits one replicated batch in its turn (applyInTurn).
+func (o *Owner) submitReplicated(ctx context.Context, b *store.Batch) (*store.Pending, error) {
 	if err := o.checkPartition(b.Partition); err != nil {
-		return err
+		return nil, err
 	}
 	if b.Prev == nil {
-		return fmt.Errorf("owner: replicated batch of partition %d names no previous position", b.Partition)
+		return nil, fmt.Errorf("owner: replicated batch of partition %d names no previous position", b.Partition)
 	}
-	pt := o.parts[b.Partition]
-	ctx, cancel := context.WithTimeout(ctx, replicaTurnWait)
-	defer cancel()
-	pending, err := pt.applyInTurn(ctx, b, func() (store.Position, error) {
+	pending, err := o.parts[b.Partition].applyInTurn(ctx, b, func() (store.Position, error) {
 		m, err := o.store.Meta(b.Partition)
 		return m.Position, err
 	}, o.store.Submit)
@@ -194,18 +223,11 @@ func (o *Owner) HandleReplicate(ctx context.Context, req Replicate) error {
 		// the owner must learn it was replaced, not that it lost a batch.
 		if m, merr := o.store.Meta(b.Partition); merr == nil {
 			if stale := epoch.CheckWrite(m.Promised, b.Epoch); stale != nil {
-				return stale
+				return nil, stale
 			}
 		}
 	}
-	if err != nil {
-		return err
-	}
-	if err := pending.Wait(context.Background()); err != nil {
-		pt.forgetQueued() // the store did not move: re-read it
-		return err
-	}
-	return nil
+	return pending, err
 }
 
 // applyInTurn submits b once the last batch queued here is b.Prev, waiting

@@ -27,8 +27,13 @@ func replicaOf(t *testing.T) (*Owner, *store.Store) {
 type noTransport struct{ Transport }
 
 // write returns a replicated batch of key=value at e following prev.
-func write(e epoch.Epoch, prev store.Position, key, value string) Replicate {
-	return Replicate{Batch: store.Batch{Partition: 1, Epoch: e, Prev: &prev, Writes: []store.KV{{Key: []byte(key), Value: []byte(value)}}}}
+func write(e epoch.Epoch, prev store.Position, key, value string) store.Batch {
+	return store.Batch{Partition: 1, Epoch: e, Prev: &prev, Writes: []store.KV{{Key: []byte(key), Value: []byte(value)}}}
+}
+
+// apply sends replica r a Replicate carrying b alone and returns b's outcome.
+func apply(ctx context.Context, r *Owner, b store.Batch) error {
+	return r.HandleReplicate(ctx, Replicate{Batches: []store.Batch{b}})[0]
 }
 
 func TestReplicaRefusesTheBatchOfADeposedOwner(t *testing.T) {
@@ -38,13 +43,13 @@ func TestReplicaRefusesTheBatchOfADeposedOwner(t *testing.T) {
 			testhook.DisableFencing(t) // the control: the stale write then lands
 		}
 		r, s := replicaOf(t)
-		require.NoError(t, r.HandleReplicate(ctx, write(1, store.Position{}, "k", "old owner")))
+		require.NoError(t, apply(ctx, r, write(1, store.Position{}, "k", "old owner")))
 		// A new owner's Prepare reached this replica: it promised epoch 2,
 		// and the new owner's first batch has not arrived yet.
 		_, err := s.Promise(ctx, 1, 2)
 		require.NoError(t, err)
 
-		err = r.HandleReplicate(ctx, write(1, store.Position{Epoch: 1, LSN: 1}, "k", "deposed owner"))
+		err = apply(ctx, r, write(1, store.Position{Epoch: 1, LSN: 1}, "k", "deposed owner"))
 		v, _, _ := s.Get(1, []byte("k"))
 		if fencing {
 			require.ErrorIs(t, err, epoch.ErrStale)
@@ -63,12 +68,12 @@ func TestReplicaRefusesTheBatchOfADeposedOwner(t *testing.T) {
 func TestReplicaTellsADeposedOwnerItWasReplacedAfterTheNewOwnersBatches(t *testing.T) {
 	ctx := context.Background()
 	r, s := replicaOf(t)
-	require.NoError(t, r.HandleReplicate(ctx, write(1, store.Position{}, "k", "old owner")))
+	require.NoError(t, apply(ctx, r, write(1, store.Position{}, "k", "old owner")))
 	_, err := s.Promise(ctx, 1, 2)
 	require.NoError(t, err)
-	require.NoError(t, r.HandleReplicate(ctx, write(2, store.Position{Epoch: 1, LSN: 1}, "k", "new owner")))
+	require.NoError(t, apply(ctx, r, write(2, store.Position{Epoch: 1, LSN: 1}, "k", "new owner")))
 
-	err = r.HandleReplicate(ctx, write(1, store.Position{Epoch: 1, LSN: 1}, "k", "deposed owner"))
+	err = apply(ctx, r, write(1, store.Position{Epoch: 1, LSN: 1}, "k", "deposed owner"))
 	require.ErrorIs(t, err, epoch.ErrStale)
 	v, _, _ := s.Get(1, []byte("k"))
 	require.Equal(t, "new owner", string(v))
@@ -78,14 +83,14 @@ func TestReplicaAppliesBatchesInTheOwnersOrderWhateverTheirArrival(t *testing.T)
 	ctx := context.Background()
 	r, s := replicaOf(t)
 	second := make(chan error, 1)
-	go func() { second <- r.HandleReplicate(ctx, write(1, store.Position{Epoch: 1, LSN: 1}, "k", "second")) }()
+	go func() { second <- apply(ctx, r, write(1, store.Position{Epoch: 1, LSN: 1}, "k", "second")) }()
 	pt := r.parts[1]
 	require.Eventually(t, func() bool { // the second batch arrived first and waits for its turn
 		pt.mu.Lock()
 		defer pt.mu.Unlock()
 		return len(pt.turns) > 0
 	}, 5*time.Second, time.Millisecond)
-	require.NoError(t, r.HandleReplicate(ctx, write(1, store.Position{}, "k", "first")))
+	require.NoError(t, apply(ctx, r, write(1, store.Position{}, "k", "first")))
 	require.NoError(t, <-second)
 	v, _, _ := s.Get(1, []byte("k"))
 	require.Equal(t, "second", string(v))
@@ -94,8 +99,8 @@ func TestReplicaAppliesBatchesInTheOwnersOrderWhateverTheirArrival(t *testing.T)
 	// ends; so is one that does not follow the replica's position at all.
 	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
-	require.ErrorIs(t, r.HandleReplicate(short, write(1, store.Position{Epoch: 1, LSN: 5}, "k", "gap")), store.ErrPosition)
-	require.ErrorIs(t, r.HandleReplicate(ctx, write(1, store.Position{Epoch: 3, LSN: 1}, "k", "other history")), store.ErrPosition)
+	require.ErrorIs(t, apply(short, r, write(1, store.Position{Epoch: 1, LSN: 5}, "k", "gap")), store.ErrPosition)
+	require.ErrorIs(t, apply(ctx, r, write(1, store.Position{Epoch: 3, LSN: 1}, "k", "other history")), store.ErrPosition)
 	v, _, _ = s.Get(1, []byte("k"))
 	require.Equal(t, "second", string(v))
 }
@@ -145,11 +150,11 @@ type flakyTransport struct {
 	fail map[string]bool
 }
 
-func (f flakyTransport) Replicate(_ context.Context, to string, _ Replicate) error {
+func (f flakyTransport) Replicate(_ context.Context, to string, req Replicate) ([]error, error) {
 	if f.fail[to] {
-		return errors.New("replica unreachable")
+		return nil, errors.New("replica unreachable")
 	}
-	return nil
+	return make([]error, len(req.Batches)), nil
 }
 
 func TestOwnerNoticesABackupThatMissedABatchTheMajorityConfirmed(t *testing.T) {
@@ -183,4 +188,34 @@ func TestOwnerNoticesABackupThatMissedABatchTheMajorityConfirmed(t *testing.T) {
 		o.Close()
 		s.Close()
 	}
+}
+
+func TestReplicaAppliesTheBatchesOfOneMessageInOrderWithAnOutcomeEach(t *testing.T) {
+	ctx := context.Background()
+	r, s := replicaOf(t)
+	errs := r.HandleReplicate(ctx, Replicate{Batches: []store.Batch{
+		write(1, store.Position{}, "k", "first"),
+		write(1, store.Position{Epoch: 1, LSN: 1}, "k", "second"),
+	}})
+	require.Equal(t, []error{nil, nil}, errs)
+	v, _, _ := s.Get(1, []byte("k"))
+	require.Equal(t, "second", string(v))
+
+	// A batch after a gap is refused once the message's wait ends; the
+	// batches around it keep their own outcomes.
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	errs = r.HandleReplicate(short, Replicate{Batches: []store.Batch{
+		write(1, store.Position{Epoch: 1, LSN: 2}, "k", "third"),
+		write(1, store.Position{Epoch: 1, LSN: 9}, "k", "after a gap"),
+		{Partition: 2, Epoch: 1, Prev: &store.Position{}, Writes: []store.KV{{Key: []byte("j"), Value: []byte("other partition")}}},
+	}})
+	require.Len(t, errs, 3)
+	require.NoError(t, errs[0])
+	require.ErrorIs(t, errs[1], store.ErrPosition)
+	require.NoError(t, errs[2])
+	v, _, _ = s.Get(1, []byte("k"))
+	require.Equal(t, "third", string(v))
+	v, _, _ = s.Get(2, []byte("j"))
+	require.Equal(t, "other partition", string(v))
 }

@@ -42,7 +42,7 @@ func TestSyncDoesNotKeepACopyThatIsDroppedMeanwhile(t *testing.T) {
 		require.NoError(t, err)
 		r, err := New(Config{Self: "r", Partitions: 4, Store: s, Transport: unreachableSource{}})
 		require.NoError(t, err)
-		require.NoError(t, r.HandleReplicate(ctx, write(11, store.Position{}, "k", "v")))
+		require.NoError(t, apply(ctx, r, write(11, store.Position{}, "k", "v")))
 
 		var wg sync.WaitGroup
 		var syncErr, learnErr error

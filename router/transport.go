@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/singlewriter/singlewriter/epoch"
@@ -71,13 +70,13 @@ func (t transport) Handoff(ctx context.Context, to string, req owner.Handoff) er
 }
 
 // Replicate implements owner.Transport. A replica's refusal of a stale
-// epoch comes back as epoch.ErrStale (see serve).
-func (t transport) Replicate(ctx context.Context, to string, req owner.Replicate) error {
-	refusal, err := t.call(ctx, to, msgReplicate, req.Encode())
-	if err == nil && len(refusal) > 0 {
-		err = fmt.Errorf("%w (replica %s: %s)", epoch.ErrStale, to, refusal)
+// epoch comes back as epoch.ErrStale (see owner.DecodeOutcomes).
+func (t transport) Replicate(ctx context.Context, to string, req owner.Replicate) ([]error, error) {
+	b, err := t.call(ctx, to, msgReplicate, req.Encode())
+	if err != nil {
+		return nil, err
 	}
-	return err
+	return owner.DecodeOutcomes(b, to)
 }
 
 // serve answers one RPC from another node. Errors go back as the RPC's
@@ -138,13 +137,10 @@ func (n *Node) serve(ctx context.Context, typ uint8, body []byte) ([]byte, error
 		if err != nil {
 			return nil, err
 		}
-		// A stale refusal is the reply's body, not an RPC error, so that
-		// the owner learns it was replaced (transport.Replicate).
-		err = n.owner.HandleReplicate(ctx, req)
-		if errors.Is(err, epoch.ErrStale) {
-			return []byte(err.Error()), nil
-		}
-		return nil, err
+		// Each batch's refusal is in the reply's body, not an RPC error, so
+		// that the owner learns which were refused and why (stale: it was
+		// replaced).
+		return owner.EncodeOutcomes(n.owner.HandleReplicate(ctx, req)), nil
 	}
 	return nil, fmt.Errorf("router: unknown message type %d", typ)
 }
