@@ -96,9 +96,12 @@ func otherReplicas(c store.Claim, self string) []string {
 
 // replicate queues b on the streams to others and returns a Commit that
 // completes once a majority of the replicas (others and this node, whose
-// commit is local) hold b, or once that can no longer happen. It then
-// still collects the other answers: a replica that did not confirm marks
-// the partition lagging.
+// commit is local) hold b, or once that can no longer happen. The local
+// commit must be among them: the owner reads its own store, so a batch it
+// failed to commit is never acknowledged, whatever the backups did (the
+// next call would read the state without it). It then still collects the
+// other answers: a replica that did not confirm marks the partition
+// lagging.
 func (o *Owner) replicate(b *store.Batch, local *store.Pending, others []string) *Commit {
 	c := &Commit{done: make(chan struct{})}
 	n := len(others) + 1
@@ -119,6 +122,9 @@ func (o *Owner) replicate(b *store.Batch, local *store.Pending, others []string)
 		}
 		<-local.Done()
 		localErr := local.Err()
+		if localErr != nil {
+			decide(quorumError(b, []error{localErr}))
+		}
 		results <- localErr
 		need := n/2 + 1
 		var acks int

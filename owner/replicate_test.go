@@ -219,3 +219,29 @@ func TestReplicaAppliesTheBatchesOfOneMessageInOrderWithAnOutcomeEach(t *testing
 	v, _, _ = s.Get(2, []byte("j"))
 	require.Equal(t, "other partition", string(v))
 }
+
+// The owner reads its own store: a batch its own store failed to commit
+// must not be acknowledged even though both backups hold it, or the next
+// call reads the state without it and overwrites it.
+func TestOwnerDoesNotAcknowledgeABatchItsOwnStoreFailed(t *testing.T) {
+	s, err := store.Open(store.Config{Dir: t.TempDir(), NoSync: true, MaxSize: 1 << 20})
+	require.NoError(t, err)
+	o, err := New(Config{Self: "a", Partitions: 4, Store: s, Transport: flakyTransport{}})
+	require.NoError(t, err)
+	t.Cleanup(func() { o.Close(); s.Close() })
+	pt := o.parts[1]
+	require.True(t, pt.start(store.Claim{Epoch: 3, Owner: "a", Replicas: []string{"a", "b", "c"}}, store.Position{}, func() bool { return false }))
+
+	l, err := o.Lease(1)
+	require.NoError(t, err)
+	// Larger than the file may grow: the local commit fails (as on a full
+	// disk), while the transport confirms the batch on b and c.
+	c := o.Submit(l, &store.Batch{Partition: 1, Writes: []store.KV{{Key: []byte("k"), Value: make([]byte, 2<<20)}}})
+	<-c.Done()
+	l.Release()
+	require.ErrorIs(t, c.Err(), store.ErrFailed)
+	require.ErrorIs(t, c.Err(), ErrNoQuorum)
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	require.True(t, pt.stalled, "no write can succeed here until the partition is acquired again")
+}

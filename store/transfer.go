@@ -174,7 +174,9 @@ func (s *Store) Install(ctx context.Context, p int, e epoch.Epoch, entries []Ent
 
 // Keep is Install for a replica that already holds the copy: it raises p's
 // promise to e (if lower) in the transaction that checks p is at pos, and
-// fails with ErrPosition if it is not. The caller's earlier read of the
+// fails with ErrPosition if it is not. It is fenced like Install: a
+// replica that promised a ballot above e refuses (epoch.ErrStale), the
+// proposal at e can no longer use it. The caller's earlier read of the
 // position is not enough: a Drop (or an Install) can commit between that
 // read and the promise, and a proposal would then count this replica as
 // holding a copy it no longer has. Once the promise is raised, a Drop for
@@ -190,6 +192,9 @@ func (s *Store) Keep(ctx context.Context, p int, e epoch.Epoch, pos Position) er
 		}
 		if pt.meta.Position != pos {
 			return fmt.Errorf("%w: partition %d is at %v, not %v", ErrPosition, p, pt.meta.Position, pos), nil
+		}
+		if err := fence(pt.meta.Promised, e); err != nil {
+			return err, nil
 		}
 		if pt.meta.Promised >= e {
 			return nil, nil

@@ -201,7 +201,7 @@ func TestKeepRaisesThePromiseOnlyWhileTheCopyIsAtItsPosition(t *testing.T) {
 	m, err = s.Meta(0)
 	require.NoError(t, err)
 	require.Equal(t, epoch.Epoch(3), m.Promised)
-	require.NoError(t, s.Keep(ctx, 0, 2, at), "a lower ballot keeps the copy and the higher promise")
+	require.ErrorIs(t, s.Keep(ctx, 0, 2, at), epoch.ErrStale, "a lower ballot is fenced, like an Install")
 	m, err = s.Meta(0)
 	require.NoError(t, err)
 	require.Equal(t, epoch.Epoch(3), m.Promised)
