@@ -45,6 +45,10 @@ type partition struct {
 	lagging     bool
 	stalled     bool
 	servedSince time.Time
+	// lagsBefore is the epoch of a claim whose start marker a replica did
+	// not confirm before serving it began (the marker's collector may
+	// answer first): start then begins lagging.
+	lagsBefore epoch.Epoch
 
 	// On a replica: queued is the position of the last batch queued in the
 	// store here (valid if queuedKnown); turns[n] is closed when the batch
@@ -57,11 +61,16 @@ type partition struct {
 // markLagging records that a replica missed a batch at epoch e;
 // stalled, that too few replicas confirmed it for a majority. A batch of
 // an older claim than the one served says nothing about the current
-// replicas: it is ignored.
+// replicas: it is ignored. A mark before serving began is kept for start:
+// a replica that missed the start marker lags from the first.
 func (pt *partition) markLagging(e epoch.Epoch, stalled bool) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	if !pt.serving || pt.claim.Epoch != e {
+	if !pt.serving {
+		pt.lagsBefore = max(pt.lagsBefore, e)
+		return
+	}
+	if pt.claim.Epoch != e {
 		return
 	}
 	pt.lagging = true
@@ -154,7 +163,7 @@ func (pt *partition) start(c store.Claim, pos store.Position, fenced func() bool
 	if pt.preparing > 0 || fenced() {
 		return false
 	}
-	pt.serving, pt.claim, pt.pos, pt.lagging, pt.stalled, pt.servedSince = true, c, pos, false, false, time.Now()
+	pt.serving, pt.claim, pt.pos, pt.lagging, pt.stalled, pt.servedSince = true, c, pos, pt.lagsBefore == c.Epoch, false, time.Now()
 	return true
 }
 

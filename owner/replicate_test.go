@@ -142,6 +142,15 @@ func TestLaggingReplicaIsResyncedAtOnceOnlyWhenNoMajorityRemains(t *testing.T) {
 
 	pt.markLagging(3, true) // a batch lacked a majority: no write can succeed
 	require.True(t, pt.dueResync(start.Add(time.Second)))
+
+	// A backup that missed the start marker of the next claim, its answer
+	// read before serving began: the claim lags from the first, even if
+	// no call ever writes.
+	pt.stop()
+	pt.markLagging(4, false)
+	require.True(t, pt.start(store.Claim{Epoch: 4, Owner: "a", Replicas: []string{"a", "b", "c"}}, store.Position{Epoch: 4, LSN: 2}, func() bool { return false }))
+	require.True(t, pt.dueResync(time.Now().Add(time.Minute)))
+	require.False(t, pt.dueResync(time.Now()), "a majority confirmed the marker: wait, the backup may be down")
 }
 
 // flakyTransport confirms replicated batches except at the replicas in fail.
