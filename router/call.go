@@ -121,6 +121,11 @@ func (n *Node) route(ctx context.Context, p int, req callRequest) (callResponse,
 		return callResponse{}, fmt.Errorf("router: no claim known for partition %d", p)
 	}
 	if c.Owner == n.cfg.Name {
+		// The handler runs under the caller's context: Close must end it
+		// too (a call from another node runs under the RPC server's).
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(n.ctx, cancel)()
 		return n.execute(ctx, req), nil
 	}
 	addr, err := n.rpcAddr(c.Owner)

@@ -50,3 +50,38 @@ func TestCloseLeavesNoGoroutineRunning(t *testing.T) {
 		return nil
 	})
 }
+
+// A handler serving a call made on its own node runs under the caller's
+// context; Close must end it too, or Close waits for a caller that may
+// never cancel.
+func TestCloseEndsTheHandlerOfACallMadeOnTheSameNode(t *testing.T) {
+	started := make(chan struct{})
+	c := &testCluster{t: t, dir: t.TempDir(), setup: func(n *Node) {
+		n.Handle("wait", func(ctx context.Context, _ *Request) ([]byte, error) {
+			close(started)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+	}}
+	n := c.add("n0", true)
+	c.waitConverged()
+	// The caller never cancels; the test does, only to end a failed run.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	called := make(chan error, 1)
+	go func() {
+		_, err := n.Call(ctx, []byte("k"), "wait", nil)
+		called <- err
+	}()
+	<-started
+	closed := make(chan error, 1)
+	go func() { closed <- n.Close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatal("Close did not return: it waits for the handler of a call made on this node")
+	}
+	require.Error(t, <-called)
+}

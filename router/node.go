@@ -235,8 +235,10 @@ func (n *Node) Leave(ctx context.Context) error {
 }
 
 // Close stops the node without handing its partitions off, as a crash
-// would, but cleanly: in-flight calls fail, and a restart with the same
-// Name and DataDir serves its partitions again. It is idempotent.
+// would, but cleanly: in-flight calls fail (the contexts of the handlers
+// running here end, whether their call came from another node or from
+// this one), and a restart with the same Name and DataDir serves its
+// partitions again. It is idempotent.
 func (n *Node) Close() error {
 	var err error
 	n.once.Do(func() {
