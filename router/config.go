@@ -33,7 +33,11 @@ type Config struct {
 	// any reachable one is enough.
 	Seeds []string
 	// Bootstrap creates a new cluster when DataDir holds none. Set it on
-	// exactly one node of a new cluster; it is ignored on a restart.
+	// exactly one node of a new cluster, once: it is ignored on a restart
+	// with the same DataDir, but a node that lost its DataDir and starts
+	// again with Bootstrap set creates a second cluster ID and claims
+	// every partition for itself, so calls that enter there may be served
+	// from its empty store. Start a replacement node without it.
 	Bootstrap bool
 	// Cluster names the cluster. Nodes of another name are refused. Zero
 	// means "singlewriter".
