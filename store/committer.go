@@ -193,7 +193,7 @@ func (s *Store) commitSlow(group []*op) {
 	outcomes := make([]error, len(group))
 	flushed := false
 	changed := make(map[int]*metaEntry)
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.updatePublished(func(tx *bolt.Tx) error {
 		if !s.mem.empty() {
 			if err := s.flushInto(tx); err != nil {
 				return err
@@ -220,14 +220,7 @@ func (s *Store) commitSlow(group []*op) {
 			}
 		}
 		return nil
-	})
-	if err != nil {
-		s.poison(err, "transaction")
-		for i := range outcomes {
-			outcomes[i] = s.failure
-		}
-	} else {
-		s.memMu.Lock()
+	}, func() {
 		s.fileChanged(nil)
 		for p, e := range changed {
 			if e == nil {
@@ -236,14 +229,48 @@ func (s *Store) commitSlow(group []*op) {
 				s.metas[p] = *e
 			}
 		}
-		s.memMu.Unlock()
 		if flushed {
-			s.flushed()
+			s.mem = newMemtable()
 		}
+	})
+	switch {
+	case err != nil:
+		s.poison(err, "transaction")
+		for i := range outcomes {
+			outcomes[i] = s.failure
+		}
+	case flushed:
+		s.wals[s.active].reset()
 	}
 	for i, o := range group {
 		o.finish(outcomes[i])
 	}
+}
+
+// updatePublished runs fn in a read-write transaction and commits it
+// holding memMu, then runs publish (the in-memory state that goes with the
+// transaction: metas, the emptied memtable) under the same lock. A reader
+// takes memMu before it reads the file, so a reader that saw the
+// transaction's writes in the file does not then find in the memtable
+// what the transaction replaced (an Install or a Drop is never seen half
+// done), and one that saw the new metas finds the new data. Readers wait
+// for the commit's sync; slow operations are rare.
+func (s *Store) updatePublished(fn func(*bolt.Tx) error, publish func()) error {
+	tx, err := s.db.Begin(true)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	s.memMu.Lock()
+	defer s.memMu.Unlock()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	publish()
+	return nil
 }
 
 // poison records the first failure: bbolt rolled the transaction back (or

@@ -73,15 +73,22 @@
 //
 // Reads (Get, Response) look in the memtable first, then in a bbolt read
 // transaction; Meta and Partitions read the in-memory metas; Export and
-// Audit read the file. All of them see every acknowledged write and
-// nothing that is not durable.
+// Audit read the file. All of them see every acknowledged write. A slow
+// transaction commits, and its metas and emptied memtable are published,
+// under one lock that every read of the memtable or the metas takes
+// (committer.go: updatePublished): no read sees an Install or a Drop half
+// done. A file read may see a slow transaction while its sync is still
+// running, before its caller is answered; only a power loss in that
+// moment makes that a read of something not durable.
 //
 // # Failure
 //
 // If a transaction, a WAL write or sync, or a flush fails (disk full, I/O
 // error, the MaxSize cap), every operation of the group fails and the store
 // is poisoned: every later mutation returns ErrFailed. Reopening the
-// directory is the way back; bbolt rolls back the failed transaction and
-// replay restores the acknowledged batches from the WAL, so the reopened
-// store holds what was acknowledged.
+// directory is the way back; replay restores the acknowledged batches from
+// the WAL, so the reopened store holds what was acknowledged. bbolt rolls
+// back a transaction that failed before its commit; one whose final sync
+// failed may survive the reopen, although its operations reported
+// ErrFailed.
 package store

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/singlewriter/singlewriter/epoch"
@@ -214,4 +216,53 @@ func TestKeepRaisesThePromiseOnlyWhileTheCopyIsAtItsPosition(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, epoch.Epoch(3), m.Promised, "a refused Keep promises nothing")
 	require.Equal(t, Position{}, m.Position)
+}
+
+// Install replaces a partition in one step: a reader never sees part of
+// the new copy together with data the copy replaced. The file holds a, the
+// memtable holds b; once a reader sees the installed a, it must see the
+// installed b too, not the memtable's.
+func TestInstallIsNeverSeenHalfApplied(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(Config{Dir: t.TempDir()}) // synced: the commit's fsync is the window
+	require.NoError(t, err)
+	defer s.Close()
+	const rounds = 100
+	require.NoError(t, put(ctx, s, 0, 1, "a", "first"))
+	_, err = s.Promise(ctx, 0, 2) // a slow operation: flushes a into the file
+	require.NoError(t, err)
+
+	var torn atomic.Value
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			a, _, errA := s.Get(0, []byte("a"))
+			b, _, errB := s.Get(0, []byte("b"))
+			if errA != nil || errB != nil {
+				continue
+			}
+			var k int
+			if _, err := fmt.Sscanf(string(a), "new-%d", &k); err == nil && string(b) == fmt.Sprintf("old-%d", k) {
+				torn.Store(fmt.Sprintf("a=%s b=%s", a, b))
+			}
+		}
+	})
+	for k := 1; k <= rounds && torn.Load() == nil; k++ {
+		e := epoch.Epoch(2 * k)
+		require.NoError(t, put(ctx, s, 0, e, "b", fmt.Sprintf("old-%d", k)))
+		install := []Entry{
+			{Kind: KindData, Key: []byte("a"), Value: fmt.Appendf(nil, "new-%d", k)},
+			{Kind: KindData, Key: []byte("b"), Value: fmt.Appendf(nil, "new-%d", k)},
+		}
+		require.NoError(t, s.Install(ctx, 0, e+1, install, Position{Epoch: e, LSN: uint64(1000 + k)}))
+	}
+	close(done)
+	wg.Wait()
+	require.Nil(t, torn.Load(), "a reader saw half an Install")
 }
