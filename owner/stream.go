@@ -98,9 +98,11 @@ func (s *stream) take() []queued {
 		return nil
 	}
 	n, size := 0, 0
-	for n < len(s.queue) && (n == 0 || size+batchBytes(s.queue[n].b) <= replicateMessageBytes) {
+	for ; n < len(s.queue); n++ {
 		size += batchBytes(s.queue[n].b)
-		n++
+		if n > 0 && size > replicateMessageBytes {
+			break
+		}
 	}
 	next := s.queue[:n:n]
 	s.queue = append([]queued(nil), s.queue[n:]...)

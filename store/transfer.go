@@ -85,8 +85,8 @@ func (s *Store) Export(p int, pos Position, after []byte, maxBytes int) (entries
 		if err != nil {
 			return err
 		}
-		if pt.meta.Position != pos {
-			return fmt.Errorf("%w: partition %d is at %v, not %v", ErrPosition, p, pt.meta.Position, pos)
+		if err := pt.checkAt(pos); err != nil {
+			return err
 		}
 		used := 0
 		for _, kind := range []EntryKind{KindData, KindResponse} {
@@ -190,8 +190,8 @@ func (s *Store) Keep(ctx context.Context, p int, e epoch.Epoch, pos Position) er
 		if err != nil {
 			return err, nil
 		}
-		if pt.meta.Position != pos {
-			return fmt.Errorf("%w: partition %d is at %v, not %v", ErrPosition, p, pt.meta.Position, pos), nil
+		if err := pt.checkAt(pos); err != nil {
+			return err, nil
 		}
 		if err := fence(pt.meta.Promised, e); err != nil {
 			return err, nil
@@ -252,6 +252,15 @@ func fenced(p int, e epoch.Epoch, change func(tx *bolt.Tx, pt *partition) error)
 		}
 		return nil, pt.saveMeta(tx)
 	}
+}
+
+// checkAt returns ErrPosition unless the partition is at pos: a copy read
+// or kept in this transaction is the copy a caller expects there.
+func (pt *partition) checkAt(pos Position) error {
+	if pt.meta.Position != pos {
+		return fmt.Errorf("%w: partition %d is at %v, not %v", ErrPosition, pt.num, pt.meta.Position, pos)
+	}
+	return nil
 }
 
 // clearData deletes the partition's data and dedup records.

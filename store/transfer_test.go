@@ -11,8 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// fill writes n keys (and every third a dedup record) to partition p at e.
-func fill(t *testing.T, s *Store, p int, e epoch.Epoch, n int) {
+// fill writes n keys (and every third a dedup record) to partition p at e
+// and returns the partition's position after them.
+func fill(t *testing.T, s *Store, p int, e epoch.Epoch, n int) Position {
 	t.Helper()
 	for i := range n {
 		b := &Batch{Partition: p, Epoch: e, Writes: []KV{{Key: fmt.Appendf(nil, "key-%03d", i), Value: fmt.Appendf(nil, "value-%d", i)}}}
@@ -22,6 +23,9 @@ func fill(t *testing.T, s *Store, p int, e epoch.Epoch, n int) {
 		}
 		require.NoError(t, s.Commit(context.Background(), b))
 	}
+	m, err := s.Meta(p)
+	require.NoError(t, err)
+	return m.Position
 }
 
 // exportAll pages through partition p of s.
@@ -169,10 +173,7 @@ func TestDropKeepsTheCopyOfANewerProposal(t *testing.T) {
 func TestExportRefusesACopyThatMovedAfterItsPositionWasRead(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
-	fill(t, s, 0, 1, 5)
-	m, err := s.Meta(0)
-	require.NoError(t, err)
-	at := m.Position
+	at := fill(t, s, 0, 1, 5)
 	entries, _, err := s.Export(0, at, nil, 1<<20)
 	require.NoError(t, err)
 	require.NotEmpty(t, entries)
@@ -194,13 +195,10 @@ func TestExportRefusesACopyThatMovedAfterItsPositionWasRead(t *testing.T) {
 func TestKeepRaisesThePromiseOnlyWhileTheCopyIsAtItsPosition(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
-	fill(t, s, 0, 1, 5)
-	m, err := s.Meta(0)
-	require.NoError(t, err)
-	at := m.Position
+	at := fill(t, s, 0, 1, 5)
 
 	require.NoError(t, s.Keep(ctx, 0, 3, at))
-	m, err = s.Meta(0)
+	m, err := s.Meta(0)
 	require.NoError(t, err)
 	require.Equal(t, epoch.Epoch(3), m.Promised)
 	require.ErrorIs(t, s.Keep(ctx, 0, 2, at), epoch.ErrStale, "a lower ballot is fenced, like an Install")
