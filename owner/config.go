@@ -61,10 +61,11 @@ type Config struct {
 	// ReplicationFactor is the cluster's replication factor, the ring's
 	// Fingerprint.RF. Zero means 1.
 	ReplicationFactor int
-	// Bootstrap creates a new cluster if the store holds none: a random
-	// cluster ID and the root claim (epoch 0, this node) of every partition.
-	// Exactly one node of a new cluster sets it; it is ignored when the
-	// store already belongs to a cluster.
+	// Bootstrap lets Owner.Bootstrap create a new cluster when none is
+	// known, neither in the store nor from gossip: a random cluster ID and
+	// the root claim (epoch 0, this node) of every partition. Exactly one
+	// node of a new cluster sets it; it is ignored when the store already
+	// belongs to a cluster.
 	Bootstrap bool
 	// SettleTime is how long the ring view must stay unchanged before the
 	// node acquires partitions, so that nodes whose views still disagree do

@@ -35,6 +35,10 @@ type Owner struct {
 	// synced is set once a full claims table came from a peer (or this node
 	// bootstrapped): a node acquires nothing before.
 	synced atomic.Bool
+	// bootstrapping is set while Bootstrap writes a new cluster's root
+	// claims: its ID is in the claims table but must not reach the store
+	// before them.
+	bootstrapping atomic.Bool
 	// leaving is set by Leave: the node acquires nothing any more.
 	leaving atomic.Bool
 	// streams carry this node's replicated batches, one per replica it
@@ -76,17 +80,12 @@ func New(cfg Config) (*Owner, error) {
 	return o, nil
 }
 
-// load reads the cluster ID and the chosen claims from the store, creating
-// the cluster first if this node bootstraps a new one.
+// load reads the cluster ID and the chosen claims from the store (a new
+// cluster is created later, by Bootstrap).
 func (o *Owner) load() error {
 	id, err := o.store.ClusterID()
 	if err != nil {
 		return err
-	}
-	if id == "" && o.cfg.Bootstrap {
-		if id, err = o.bootstrap(); err != nil {
-			return err
-		}
 	}
 	if id != "" {
 		o.claims.SetCluster(id)
@@ -114,25 +113,51 @@ func (o *Owner) load() error {
 	return nil
 }
 
-// bootstrap creates a cluster ID and the root claim of every partition.
-func (o *Owner) bootstrap() (string, error) {
+// Bootstrap creates a new cluster, a random cluster ID and the root claim
+// (epoch 0, this node) of every partition, if Config.Bootstrap is set and
+// no cluster is known: the store holds none and gossip brought none. Call
+// it once the ring has joined its seeds, so that a node that lost its
+// data directory and restarts with Bootstrap set joins the cluster its
+// seeds belong to instead of creating a second one. It reports whether it
+// created a cluster.
+func (o *Owner) Bootstrap() (bool, error) {
+	if !o.cfg.Bootstrap {
+		return false, nil
+	}
+	if stored, err := o.store.ClusterID(); err != nil || stored != "" {
+		return false, err
+	}
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
+		return false, err
 	}
 	id := hex.EncodeToString(b[:])
+	// Taking the table's cluster first refuses, from now on, claims of any
+	// other; persistCluster waits until the store holds the root claims.
+	o.bootstrapping.Store(true)
+	if !o.claims.SetCluster(id) {
+		o.bootstrapping.Store(false)
+		o.cfg.Logger.Warn("Bootstrap is set but the seeds belong to a cluster: joining it", "cluster", o.claims.Cluster())
+		return false, nil
+	}
 	root := store.Claim{Owner: o.cfg.Self, Replicas: []string{o.cfg.Self}}
 	for p := range o.cfg.Partitions {
 		if _, err := o.store.Choose(o.ctx, p, root, true); err != nil {
-			return "", err
+			return false, err
 		}
 	}
 	// The ID goes last: a crash before it leaves a store that bootstraps again.
 	if err := o.store.SetClusterID(id); err != nil {
-		return "", err
+		return false, err
 	}
+	for p := range o.cfg.Partitions {
+		o.claims.Merge(p, root)
+	}
+	o.bootstrapping.Store(false)
+	o.synced.Store(true)
+	o.kick()
 	o.cfg.Logger.Info("bootstrapped a new cluster", "cluster", id, "partitions", o.cfg.Partitions)
-	return id, nil
+	return true, nil
 }
 
 // Start begins serving and acquiring over the ring r.
@@ -267,7 +292,7 @@ func (o *Owner) reconcile(t *ring.Table, now time.Time) time.Duration {
 // takes part in any protocol.
 func (o *Owner) persistCluster() error {
 	id := o.claims.Cluster()
-	if id == "" {
+	if id == "" || o.bootstrapping.Load() {
 		return nil
 	}
 	cur, err := o.store.ClusterID()

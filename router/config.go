@@ -32,12 +32,15 @@ type Config struct {
 	// Seeds are gossip addresses of existing members to join. Give several:
 	// any reachable one is enough.
 	Seeds []string
-	// Bootstrap creates a new cluster when DataDir holds none. Set it on
-	// exactly one node of a new cluster, once: it is ignored on a restart
-	// with the same DataDir, but a node that lost its DataDir and starts
-	// again with Bootstrap set creates a second cluster ID and claims
-	// every partition for itself, so calls that enter there may be served
-	// from its empty store. Start a replacement node without it.
+	// Bootstrap creates a new cluster, at Start, when DataDir holds none
+	// and the seeds (if any) belong to none. Set it on one node of a new
+	// cluster. It is ignored on a restart with the same DataDir, and a node
+	// that lost its DataDir and starts again with Bootstrap set joins the
+	// cluster of its seeds. Without seeds it cannot know there is one: it
+	// creates a second cluster ID and claims every partition for itself,
+	// so calls that enter there may be served from its empty store. So
+	// give the bootstrap node seeds too (its Start then waits until one
+	// answers), or start a replacement without Bootstrap.
 	Bootstrap bool
 	// Cluster names the cluster. Nodes of another name are refused. Zero
 	// means "singlewriter".

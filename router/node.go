@@ -161,6 +161,10 @@ func (n *Node) Start(ctx context.Context) error {
 	if err := n.ring.Join(ctx); err != nil {
 		return n.failStart(fmt.Errorf("router: join: %w", err))
 	}
+	// Only now: the seeds' cluster, if they have one, arrived with the join.
+	if _, err := n.owner.Bootstrap(); err != nil {
+		return n.failStart(fmt.Errorf("router: bootstrap: %w", err))
+	}
 	n.wg.Add(1)
 	go n.pruneResponses()
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -68,4 +69,39 @@ func TestRestartedNodeGetsItsPartitionsAndDataBack(t *testing.T) {
 	require.Equal(t, uint64(5), binary.BigEndian.Uint64(v), "the value from before the crash")
 	after, _ := restarted.Owner(p)
 	require.GreaterOrEqual(t, after.Epoch, before.Epoch)
+}
+
+// A node that lost its data directory and restarts with Bootstrap set must
+// join the cluster its seeds belong to. Creating a second one, it would
+// claim every partition for itself and serve the calls that enter there
+// from its empty store: every counter would start again from zero.
+func TestBootstrapNodeThatLostItsDataDirJoinsItsSeedsCluster(t *testing.T) {
+	c := newTestCluster(t, 3, func(n *Node) { n.Handle("inc", counter) })
+	first := c.nodes[0]
+	require.True(t, first.cfg.Bootstrap)
+	cluster := first.owner.Claims().Cluster()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	keys := make([][]byte, 16)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "acct-%d", i)
+		for range 3 {
+			_, err := c.nodes[1].Call(ctx, keys[i], "inc", nil)
+			require.NoError(t, err)
+		}
+	}
+	cfg := first.cfg
+	cfg.GossipAddr, cfg.RPCAddr = first.GossipAddr(), first.server.Addr().String()
+	cfg.Seeds = []string{c.nodes[1].GossipAddr(), c.nodes[2].GossipAddr()}
+	require.NoError(t, first.Close())
+	require.NoError(t, os.RemoveAll(cfg.DataDir))
+
+	restarted := c.start(cfg)
+	require.Equal(t, cluster, restarted.owner.Claims().Cluster(), "a second cluster was created")
+	c.waitConverged()
+	for _, k := range keys {
+		v, err := restarted.Call(ctx, k, "inc", nil)
+		require.NoError(t, err)
+		require.Equal(t, uint64(4), binary.BigEndian.Uint64(v), "key %s", k)
+	}
 }
