@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/singlewriter/singlewriter/ring"
 	"github.com/singlewriter/singlewriter/router"
 	"golang.org/x/sync/errgroup"
 )
@@ -27,14 +26,13 @@ type swCluster struct {
 	// ownerAware makes clients enter at the key's owner instead of at a
 	// random node.
 	ownerAware bool
-	rf         int
 	undo       func() error
 }
 
 // startSingleWriter starts three nodes with data under dir and waits until
 // every node agrees on the ring's placement.
 func startSingleWriter(ctx context.Context, cl *cleanups, dir string, ownerAware bool, rf int) (*swCluster, error) {
-	c := &swCluster{ownerAware: ownerAware, rf: rf}
+	c := &swCluster{ownerAware: ownerAware}
 	c.undo = cl.push("singlewriter cluster", c.closeNodes)
 	for i := range 3 {
 		var seeds []string
@@ -90,24 +88,15 @@ func (c *swCluster) fail(err error) error {
 	return fmt.Errorf("singlewriter: %w", err)
 }
 
-// waitSettled waits until every node sees the ring's placement of the
-// three nodes, owners and replica sets, as the claims.
+// waitSettled waits until every node sees the three and has settled
+// (router.Node.Settled).
 func (c *swCluster) waitSettled(ctx context.Context) error {
-	members := make([]ring.Member, len(c.nodes))
-	for i, n := range c.nodes {
-		members[i] = ring.Member{Name: n.Name()}
-	}
-	want := ring.Place(members, ring.DefaultPartitions, c.rf)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
 		settled := true
 		for _, n := range c.nodes {
-			for p, o := range want.Owners {
-				if cl, ok := n.Owner(p); !ok || cl.Owner != o || len(cl.Replicas) != len(want.Replicas[p]) {
-					settled = false
-				}
-			}
+			settled = settled && len(n.Members()) == len(c.nodes) && n.Settled()
 		}
 		if settled {
 			return nil

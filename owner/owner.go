@@ -201,6 +201,23 @@ func (o *Owner) Lease(p int) (Lease, error) {
 // Serving reports the claim this node serves partition p under, if any.
 func (o *Owner) Serving(p int) (store.Claim, bool) { return o.parts[p].servedClaim() }
 
+// Settled reports whether this node's view has converged: for every
+// partition it knows a claim whose owner and replicas are those the ring
+// places over the members it sees, and it serves, at that claim's epoch,
+// every partition such a claim gives it. Call it after Start.
+func (o *Owner) Settled() bool {
+	t := o.ring.Table()
+	for p, c := range o.claims.Snapshot() {
+		if c.Owner == "" || p >= len(t.Owners) || c.Owner != t.Owners[p] || !sameMembers(c.Replicas, t.Replicas[p]) {
+			return false
+		}
+		if served, ok := o.Serving(p); c.Owner == o.cfg.Self && (!ok || served.Epoch != c.Epoch) {
+			return false
+		}
+	}
+	return true
+}
+
 // kick asks the loop to look at the ring and the claims again.
 func (o *Owner) kick() {
 	select {

@@ -202,6 +202,14 @@ func (n *Node) Owner(p int) (store.Claim, bool) { return n.owner.Claims().Get(p)
 // claim.
 func (n *Node) Serving(p int) (store.Claim, bool) { return n.owner.Serving(p) }
 
+// Settled reports whether this node's view of the cluster has converged:
+// every partition's newest known claim has the owner and replicas that
+// placement gives over the members this node sees, and this node serves
+// the partitions it owns. A readiness check can poll it; it is one node's
+// view, so a cluster has settled when all its nodes are, each seeing all
+// the others (Members). Call it after Start has returned.
+func (n *Node) Settled() bool { return n.owner.Settled() }
+
 // Audit returns partition p's epoch transitions as this node recorded
 // them, oldest first: every claim it learned was chosen, with its owner.
 // Checkers compare the audits of all nodes: no epoch may have two owners.

@@ -60,10 +60,14 @@ func TestRestartedNodeGetsItsPartitionsAndDataBack(t *testing.T) {
 	for _, n := range c.nodes[:2] {
 		_, serving := n.Serving(p)
 		require.False(t, serving, "%s serves partition %d while its only replica is down", n.Name(), p)
+		require.False(t, n.Settled(), "%s: the ring places partition %d on a survivor, its claim names the victim", n.Name(), p)
 	}
 
 	restarted := c.start(cfg)
 	c.waitConverged()
+	for _, n := range c.live() {
+		require.True(t, n.Settled(), "%s has not settled", n.Name())
+	}
 	v, err := restarted.Call(ctx, key, "get", nil)
 	require.NoError(t, err)
 	require.Equal(t, uint64(5), binary.BigEndian.Uint64(v), "the value from before the crash")

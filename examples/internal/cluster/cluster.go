@@ -29,7 +29,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/singlewriter/singlewriter/ring"
 	"github.com/singlewriter/singlewriter/router"
 )
 
@@ -141,28 +140,14 @@ func (c *Cluster) Start(ctx context.Context, name string) (*router.Node, error) 
 	return n, nil
 }
 
-// WaitSettled waits until every running node's view of every partition
-// names the owner and the replicas the ring places it on, and that owner
-// serves it.
+// WaitSettled waits until every running node sees all the others and has
+// settled (router.Node.Settled): every partition's claim names the owner
+// and the replicas the ring places it on, and that owner serves it.
 func (c *Cluster) WaitSettled(ctx context.Context) error {
 	nodes := c.Nodes()
-	members := make([]ring.Member, len(nodes))
-	byName := map[string]*router.Node{}
-	for i, n := range nodes {
-		members[i] = ring.Member{Name: n.Name()}
-		byName[n.Name()] = n
-	}
-	want := ring.Place(members, ring.DefaultPartitions, c.rf)
 	settled := func() bool {
-		for p, o := range want.Owners {
-			replicas := slices.Sorted(slices.Values(want.Replicas[p]))
-			for _, n := range nodes {
-				cl, ok := n.Owner(p)
-				if !ok || cl.Owner != o || !slices.Equal(slices.Sorted(slices.Values(cl.Replicas)), replicas) {
-					return false
-				}
-			}
-			if _, ok := byName[o].Serving(p); !ok {
+		for _, n := range nodes {
+			if len(n.Members()) != len(nodes) || !n.Settled() {
 				return false
 			}
 		}
