@@ -109,3 +109,21 @@ func TestBootstrapNodeThatLostItsDataDirJoinsItsSeedsCluster(t *testing.T) {
 		require.Equal(t, uint64(4), binary.BigEndian.Uint64(v), "key %s", k)
 	}
 }
+
+// A bootstrap node whose seeds answer but belong to no cluster yet (they
+// started first and wait for one) creates the cluster, and they join it.
+func TestBootstrapNodeWithSeedsOfNoClusterCreatesIt(t *testing.T) {
+	c := &testCluster{t: t, dir: t.TempDir(), setup: func(n *Node) { n.Handle("inc", counter) }}
+	waiting := c.add("n1", false)
+	require.Empty(t, waiting.owner.Claims().Cluster())
+	first := c.add("n0", true)
+	cluster := first.owner.Claims().Cluster()
+	require.NotEmpty(t, cluster, "n0 did not bootstrap")
+	c.waitConverged()
+	require.Equal(t, cluster, waiting.owner.Claims().Cluster())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	v, err := waiting.Call(ctx, []byte("k"), "inc", nil)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), binary.BigEndian.Uint64(v))
+}
