@@ -62,3 +62,28 @@ func (r *Ring) rejoinMissingSeeds() {
 		r.logger.Debug("ring: seeds missing from the member list are unreachable", "seeds", missing, "err", err)
 	}
 }
+
+// PushState sends this node's state (its Delegate's LocalState) to every
+// live member in a full push/pull exchange now, instead of at their next
+// PushPullInterval: for state that changed all at once, as a new cluster's
+// claims do. Like rejoinMissingSeeds it joins members, which is harmless,
+// and does nothing during or after Leave or Close.
+func (r *Ring) PushState() {
+	r.lifeMu.Lock()
+	defer r.lifeMu.Unlock()
+	if r.closed {
+		return
+	}
+	var others []string
+	for _, m := range r.hooks.liveMembers() {
+		if m.Name != r.cfg.Name {
+			others = append(others, m.Address())
+		}
+	}
+	if len(others) == 0 {
+		return
+	}
+	if n, err := r.ml.Join(others); n < len(others) {
+		r.logger.Debug("ring: pushing state missed members", "members", others, "reached", n, "err", err)
+	}
+}

@@ -162,8 +162,14 @@ func (n *Node) Start(ctx context.Context) error {
 		return n.failStart(fmt.Errorf("router: join: %w", err))
 	}
 	// Only now: the seeds' cluster, if they have one, arrived with the join.
-	if _, err := n.owner.Bootstrap(); err != nil {
+	created, err := n.owner.Bootstrap()
+	if err != nil {
 		return n.failStart(fmt.Errorf("router: bootstrap: %w", err))
+	}
+	if created {
+		// Members that joined before there was a cluster get its claims
+		// now, not at their next push/pull.
+		n.ring.PushState()
 	}
 	n.wg.Add(1)
 	go n.pruneResponses()

@@ -111,12 +111,18 @@ func TestBootstrapNodeThatLostItsDataDirJoinsItsSeedsCluster(t *testing.T) {
 }
 
 // A bootstrap node whose seeds answer but belong to no cluster yet (they
-// started first and wait for one) creates the cluster, and they join it.
+// started first and wait for one) creates the cluster, and gives them its
+// claims at once: with push/pull an hour apart they would wait that long.
 func TestBootstrapNodeWithSeedsOfNoClusterCreatesIt(t *testing.T) {
 	c := &testCluster{t: t, dir: t.TempDir(), setup: func(n *Node) { n.Handle("inc", counter) }}
-	waiting := c.add("n1", false)
+	start := func(name string, bootstrap bool) *Node {
+		cfg := c.config(name, bootstrap)
+		cfg.PushPullInterval = time.Hour
+		return c.start(cfg)
+	}
+	waiting := start("n1", false)
 	require.Empty(t, waiting.owner.Claims().Cluster())
-	first := c.add("n0", true)
+	first := start("n0", true)
 	cluster := first.owner.Claims().Cluster()
 	require.NotEmpty(t, cluster, "n0 did not bootstrap")
 	c.waitConverged()
