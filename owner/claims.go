@@ -16,6 +16,9 @@ type Claims struct {
 	// mu guards every field below.
 	mu      sync.Mutex
 	cluster string
+	// reserved is set while cluster is this node's new cluster ID, not
+	// yet told to anyone (see Reserve).
+	reserved bool
 	// Invariant: claims[p].Owner == "" means no claim is known for p.
 	claims  []store.Claim
 	changed chan struct{}
@@ -26,11 +29,36 @@ func NewClaims(n int) *Claims {
 	return &Claims{claims: make([]store.Claim, n), changed: make(chan struct{})}
 }
 
-// Cluster returns the cluster ID, "" until one is known.
+// Cluster returns the cluster ID, "" until one is known or while it is
+// reserved.
 func (c *Claims) Cluster() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.reserved {
+		return ""
+	}
 	return c.cluster
+}
+
+// Reserve sets the cluster ID of a cluster being created if none is known,
+// and reports whether id is the table's cluster ID afterwards. Until
+// Publish, claims of any other cluster are refused, but Cluster returns ""
+// and Encode sends no cluster ID (peers ignore the table): nobody adopts
+// an ID whose cluster may still fail to be created.
+func (c *Claims) Reserve(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cluster == "" {
+		c.cluster, c.reserved = id, true
+	}
+	return c.cluster == id
+}
+
+// Publish ends Reserve: the cluster ID is known and sent from now on.
+func (c *Claims) Publish() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reserved = false
 }
 
 // SetCluster sets the cluster ID if none is known and reports whether id is
@@ -96,7 +124,11 @@ func (c *Claims) Encode(ps ...int) []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var e wire.Encoder
-	e.String(c.cluster)
+	if c.reserved {
+		e.String("")
+	} else {
+		e.String(c.cluster)
+	}
 	if ps == nil {
 		for p, cl := range c.claims {
 			if cl.Owner != "" {

@@ -35,10 +35,8 @@ type Owner struct {
 	// synced is set once a full claims table came from a peer (or this node
 	// bootstrapped): a node acquires nothing before.
 	synced atomic.Bool
-	// bootstrapping is set while Bootstrap writes a new cluster's root
-	// claims: its ID is in the claims table but must not reach the store
-	// before them.
-	bootstrapping atomic.Bool
+	// started is set by Start, after ring: Settled reads ring only then.
+	started atomic.Bool
 	// leaving is set by Leave: the node acquires nothing any more.
 	leaving atomic.Bool
 	// streams carry this node's replicated batches, one per replica it
@@ -80,8 +78,8 @@ func New(cfg Config) (*Owner, error) {
 	return o, nil
 }
 
-// load reads the cluster ID and the chosen claims from the store (a new
-// cluster is created later, by Bootstrap).
+// load reads the cluster ID and, if there is one, the chosen claims from
+// the store (a new cluster is created later, by Bootstrap).
 func (o *Owner) load() error {
 	id, err := o.store.ClusterID()
 	if err != nil {
@@ -98,6 +96,13 @@ func (o *Owner) load() error {
 	for _, p := range ps {
 		if p >= o.cfg.Partitions {
 			return fmt.Errorf("owner: store holds partition %d but the cluster has %d", p, o.cfg.Partitions)
+		}
+		if id == "" {
+			// No claim here may be acted on: the store is of a bootstrap
+			// interrupted before its last step (Bootstrap writes them
+			// again) or of a node that stopped before it stored the
+			// cluster it joined (gossip brings them).
+			continue
 		}
 		m, err := o.store.Meta(p)
 		if err != nil {
@@ -132,11 +137,11 @@ func (o *Owner) Bootstrap() (bool, error) {
 		return false, err
 	}
 	id := hex.EncodeToString(b[:])
-	// Taking the table's cluster first refuses, from now on, claims of any
-	// other; persistCluster waits until the store holds the root claims.
-	o.bootstrapping.Store(true)
-	if !o.claims.SetCluster(id) {
-		o.bootstrapping.Store(false)
+	// Reserving the ID refuses, from now on, claims of any other cluster,
+	// but neither peers nor persistCluster see it before the store holds
+	// the root claims and the ID: a crash or an error before that leaves
+	// nothing that names it, and the next start bootstraps again.
+	if !o.claims.Reserve(id) {
 		o.cfg.Logger.Warn("Bootstrap is set but the seeds belong to a cluster: joining it", "cluster", o.claims.Cluster())
 		return false, nil
 	}
@@ -153,7 +158,7 @@ func (o *Owner) Bootstrap() (bool, error) {
 	for p := range o.cfg.Partitions {
 		o.claims.Merge(p, root)
 	}
-	o.bootstrapping.Store(false)
+	o.claims.Publish()
 	o.synced.Store(true)
 	o.kick()
 	o.cfg.Logger.Info("bootstrapped a new cluster", "cluster", id, "partitions", o.cfg.Partitions)
@@ -163,6 +168,7 @@ func (o *Owner) Bootstrap() (bool, error) {
 // Start begins serving and acquiring over the ring r.
 func (o *Owner) Start(r Ring) {
 	o.ring = r
+	o.started.Store(true)
 	o.wg.Add(1)
 	go o.run()
 }
@@ -204,8 +210,11 @@ func (o *Owner) Serving(p int) (store.Claim, bool) { return o.parts[p].servedCla
 // Settled reports whether this node's view has converged: for every
 // partition it knows a claim whose owner and replicas are those the ring
 // places over the members it sees, and it serves, at that claim's epoch,
-// every partition such a claim gives it. Call it after Start.
+// every partition such a claim gives it. It is false before Start.
 func (o *Owner) Settled() bool {
+	if !o.started.Load() {
+		return false
+	}
 	t := o.ring.Table()
 	for p, c := range o.claims.Snapshot() {
 		if c.Owner == "" || p >= len(t.Owners) || c.Owner != t.Owners[p] || !sameMembers(c.Replicas, t.Replicas[p]) {
@@ -309,7 +318,7 @@ func (o *Owner) reconcile(t *ring.Table, now time.Time) time.Duration {
 // takes part in any protocol.
 func (o *Owner) persistCluster() error {
 	id := o.claims.Cluster()
-	if id == "" || o.bootstrapping.Load() {
+	if id == "" {
 		return nil
 	}
 	cur, err := o.store.ClusterID()

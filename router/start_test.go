@@ -47,11 +47,13 @@ func TestNodeAnswersNoRPCBeforeItsRingExists(t *testing.T) {
 	})
 	require.NoError(t, err)
 	defer n.Close()
+	require.False(t, n.Settled(), "settled before Start")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	started := make(chan error, 1)
 	go func() { started <- n.Start(ctx) }()
 	addr := <-sn.listening
+	require.False(t, n.Settled(), "settled while Start has no ring yet") // a readiness probe's call, racing Start
 
 	peer := rpc.NewClient(rpc.ClientConfig{Hello: rpc.Hello{Cluster: fmt.Sprintf("%+v", n.fingerprint()), Node: "peer"}})
 	defer peer.Close()
