@@ -49,7 +49,7 @@ func (n *Node) Call(ctx context.Context, key []byte, method string, payload []by
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrPayloadTooLarge, len(payload), n.cfg.MaxPayload)
 	case len(o.id) > 64:
 		return nil, fmt.Errorf("router: request ID of %d bytes, limit 64", len(o.id))
-	case n.ctx.Err() != nil || !n.started:
+	case n.ctx.Err() != nil || !n.ready.Load():
 		return nil, ErrClosed
 	}
 	if o.id == nil {

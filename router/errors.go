@@ -27,7 +27,8 @@ var (
 	ErrResultTooLarge = errors.New("router: handler result too large")
 	// ErrEmptyKey is returned by Call for an empty key.
 	ErrEmptyKey = errors.New("router: empty key")
-	// ErrClosed is returned by every method after Close or Leave.
+	// ErrClosed is returned by every method after Close or Leave, and by
+	// Call before Start.
 	ErrClosed = errors.New("router: node closed")
 	// ErrHandler is wrapped by Call's error when the handler returned an
 	// error: the call ran and wrote nothing. The message is the handler's.

@@ -204,8 +204,11 @@ func (pe *partExec) submit(n *Node, j *job, lease owner.Lease, st *State, body [
 		pe.mu.Unlock()
 		close(pr.done)
 		lease.Release()
-		if errors.Is(pr.err, epoch.ErrStale) {
+		switch {
+		case errors.Is(pr.err, epoch.ErrStale):
 			n.fenced.Add(1)
+		case pr.err != nil:
+			n.failedCommits.Add(1)
 		}
 		j.done <- committed(body, pr.err)
 	}()

@@ -33,8 +33,9 @@ type Node struct {
 	server *rpc.Server
 	client *rpc.Client
 	exec   *executor
-	// fenced counts commits refused by the epoch check.
-	fenced atomic.Uint64
+	// fenced counts commits refused by the epoch check, failedCommits the
+	// ones that failed otherwise (see Stats).
+	fenced, failedCommits atomic.Uint64
 
 	// mu guards handlers.
 	mu       sync.RWMutex
@@ -44,7 +45,10 @@ type Node struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	started bool
-	once    sync.Once
+	// ready is set once Start has built the ring: the methods that read it
+	// (Call, Members, GossipAddr) may then run, from any goroutine.
+	ready atomic.Bool
+	once  sync.Once
 }
 
 // New opens the node's store and prepares it; nothing listens or joins
@@ -147,6 +151,7 @@ func (n *Node) Start(ctx context.Context) error {
 		ln.Close()
 		return n.failStart(err)
 	}
+	n.ready.Store(true)
 	n.owner.Start(n.ring)
 	// Serve only now: every handler needs the ring, and a restarted node's
 	// peers, which still know its address, may call it at once.
@@ -194,8 +199,13 @@ func (n *Node) failStart(err error) error {
 func (n *Node) Name() string { return n.cfg.Name }
 
 // GossipAddr returns the gossip address the node bound, for other nodes'
-// Seeds.
-func (n *Node) GossipAddr() string { return n.ring.GossipAddr() }
+// Seeds; "" until Start has bound it.
+func (n *Node) GossipAddr() string {
+	if !n.ready.Load() {
+		return ""
+	}
+	return n.ring.GossipAddr()
+}
 
 // Partition returns the partition of key.
 func (n *Node) Partition(key []byte) int { return ring.Partition(key, n.cfg.Partitions) }
@@ -213,7 +223,7 @@ func (n *Node) Serving(p int) (store.Claim, bool) { return n.owner.Serving(p) }
 // placement gives over the members this node sees, and this node serves
 // the partitions it owns. A readiness check can poll it; it is one node's
 // view, so a cluster has settled when all its nodes are, each seeing all
-// the others (Members). Call it after Start has returned.
+// the others (Members). It is false until Start has built the ring.
 func (n *Node) Settled() bool { return n.owner.Settled() }
 
 // Audit returns partition p's epoch transitions as this node recorded
@@ -221,8 +231,12 @@ func (n *Node) Settled() bool { return n.owner.Settled() }
 // Checkers compare the audits of all nodes: no epoch may have two owners.
 func (n *Node) Audit(p int) ([]store.AuditRecord, error) { return n.store.Audit(p) }
 
-// Members returns the names of the members in this node's view.
+// Members returns the names of the members in this node's view; none
+// until Start has built the ring.
 func (n *Node) Members() []string {
+	if !n.ready.Load() {
+		return nil
+	}
 	var names []string
 	for _, m := range n.ring.Table().Members {
 		names = append(names, m.Name)

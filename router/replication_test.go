@@ -233,6 +233,12 @@ func TestIsolatedOwnerCannotCommitAndTheMajorityTakesOver(t *testing.T) {
 	_, err := x.Call(short, key, "inc", nil)
 	cancelShort()
 	require.ErrorIs(t, err, ErrUnavailable)
+	waitFor(t, 30*time.Second, func() error {
+		if x.Stats().FailedCommits == 0 {
+			return errorf("the unconfirmed commit is not counted as failed")
+		}
+		return nil
+	})
 
 	// The majority side detects the loss, takes p over from the two other
 	// replicas and serves it at a higher epoch, with every acknowledged

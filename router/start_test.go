@@ -53,7 +53,12 @@ func TestNodeAnswersNoRPCBeforeItsRingExists(t *testing.T) {
 	started := make(chan error, 1)
 	go func() { started <- n.Start(ctx) }()
 	addr := <-sn.listening
-	require.False(t, n.Settled(), "settled while Start has no ring yet") // a readiness probe's call, racing Start
+	// A readiness probe or an early caller, racing Start.
+	require.False(t, n.Settled(), "settled while Start has no ring yet")
+	require.Empty(t, n.Members())
+	require.Empty(t, n.GossipAddr())
+	_, err = n.Call(ctx, []byte("k"), "no-such-method", nil)
+	require.ErrorIs(t, err, ErrClosed)
 
 	peer := rpc.NewClient(rpc.ClientConfig{Hello: rpc.Hello{Cluster: fmt.Sprintf("%+v", n.fingerprint()), Node: "peer"}})
 	defer peer.Close()
