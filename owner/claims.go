@@ -34,6 +34,12 @@ func NewClaims(n int) *Claims {
 func (c *Claims) Cluster() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.publishedLocked()
+}
+
+// publishedLocked is the cluster ID others may learn: none while it is
+// reserved.
+func (c *Claims) publishedLocked() string {
 	if c.reserved {
 		return ""
 	}
@@ -124,11 +130,7 @@ func (c *Claims) Encode(ps ...int) []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var e wire.Encoder
-	if c.reserved {
-		e.String("")
-	} else {
-		e.String(c.cluster)
-	}
+	e.String(c.publishedLocked())
 	if ps == nil {
 		for p, cl := range c.claims {
 			if cl.Owner != "" {

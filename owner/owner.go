@@ -35,8 +35,6 @@ type Owner struct {
 	// synced is set once a full claims table came from a peer (or this node
 	// bootstrapped): a node acquires nothing before.
 	synced atomic.Bool
-	// started is set by Start, after ring: Settled reads ring only then.
-	started atomic.Bool
 	// leaving is set by Leave: the node acquires nothing any more.
 	leaving atomic.Bool
 	// streams carry this node's replicated batches, one per replica it
@@ -168,7 +166,6 @@ func (o *Owner) Bootstrap() (bool, error) {
 // Start begins serving and acquiring over the ring r.
 func (o *Owner) Start(r Ring) {
 	o.ring = r
-	o.started.Store(true)
 	o.wg.Add(1)
 	go o.run()
 }
@@ -210,11 +207,8 @@ func (o *Owner) Serving(p int) (store.Claim, bool) { return o.parts[p].servedCla
 // Settled reports whether this node's view has converged: for every
 // partition it knows a claim whose owner and replicas are those the ring
 // places over the members it sees, and it serves, at that claim's epoch,
-// every partition such a claim gives it. It is false before Start.
+// every partition such a claim gives it. Call it after Start.
 func (o *Owner) Settled() bool {
-	if !o.started.Load() {
-		return false
-	}
 	t := o.ring.Table()
 	for p, c := range o.claims.Snapshot() {
 		if c.Owner == "" || p >= len(t.Owners) || c.Owner != t.Owners[p] || !sameMembers(c.Replicas, t.Replicas[p]) {

@@ -45,8 +45,9 @@ type Node struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	started bool
-	// ready is set once Start has built the ring: the methods that read it
-	// (Call, Members, GossipAddr) may then run, from any goroutine.
+	// ready is set once Start has built the ring and started the owner over
+	// it: the methods that read them (Call, Members, GossipAddr, Settled)
+	// may then run, from any goroutine.
 	ready atomic.Bool
 	once  sync.Once
 }
@@ -151,8 +152,8 @@ func (n *Node) Start(ctx context.Context) error {
 		ln.Close()
 		return n.failStart(err)
 	}
-	n.ready.Store(true)
 	n.owner.Start(n.ring)
+	n.ready.Store(true)
 	// Serve only now: every handler needs the ring, and a restarted node's
 	// peers, which still know its address, may call it at once.
 	n.server, err = rpc.Serve(rpc.ServerConfig{
@@ -224,7 +225,7 @@ func (n *Node) Serving(p int) (store.Claim, bool) { return n.owner.Serving(p) }
 // the partitions it owns. A readiness check can poll it; it is one node's
 // view, so a cluster has settled when all its nodes are, each seeing all
 // the others (Members). It is false until Start has built the ring.
-func (n *Node) Settled() bool { return n.owner.Settled() }
+func (n *Node) Settled() bool { return n.ready.Load() && n.owner.Settled() }
 
 // Audit returns partition p's epoch transitions as this node recorded
 // them, oldest first: every claim it learned was chosen, with its owner.
