@@ -293,8 +293,10 @@ func TestPausedOwnerWithReplicasIsFencedAndTheCallCompletesOnTheNewOwner(t *test
 		paused <- err
 	}()
 	<-computed
-	left := make(chan error, 1)
-	go func() { left <- x.Leave(ctx) }() // its drain gives up on the paused call
+	// The handoff half of Leave: x stays up, so its late commit is decided
+	// (refused) rather than failed by Close.
+	handedOff := make(chan error, 1)
+	go func() { handedOff <- x.owner.Leave(ctx) }() // its drain gives up on the paused call
 	var next store.Claim
 	waitFor(t, 30*time.Second, func() error {
 		cl, ok := entry.Owner(p)
@@ -314,5 +316,6 @@ func TestPausedOwnerWithReplicasIsFencedAndTheCallCompletesOnTheNewOwner(t *test
 	v, err := entry.Call(ctx, key, "get", nil)
 	require.NoError(t, err)
 	require.Equal(t, uint64(4), binary.BigEndian.Uint64(v), "incremented exactly once")
-	require.NoError(t, <-left)
+	require.NoError(t, <-handedOff)
+	require.NoError(t, x.Leave(ctx))
 }
