@@ -133,9 +133,10 @@ func (o *Owner) learn(ctx context.Context, p int, c store.Claim) error {
 // copying it from req.Source under req.Ballot. A copy already at req.Pos is
 // kept, but the promise is raised to req.Ballot as a copy would raise it,
 // in the transaction that checks the position (store.Keep): the promise is
-// how learn knows the copy may serve a newer proposal. The
-// whole copy is fetched first and installed in one transaction,
-// so a replica never holds half a copy. A replica that knows a chosen claim
+// how learn knows the copy may serve a newer proposal. The copy is
+// fetched page by page into a staged store.Copy, one page in memory at a
+// time, and installed in one transaction, so a replica never holds half a
+// copy. A replica that knows a chosen claim
 // newer than the proposal's base, or holds data written after it, refuses:
 // the proposer works from an old base and must not roll that data back.
 // A successor of the base that is not known to be final does not count: a
@@ -170,22 +171,34 @@ func (o *Owner) HandleSync(ctx context.Context, req Sync) error {
 	case req.Source == o.cfg.Self:
 		return fmt.Errorf("owner: sync of partition %d: own position %v is not the expected %v", req.P, m.Position, req.Pos)
 	}
-	var entries []store.Entry
-	var after []byte
-	for {
+	// Staged page by page: one page in memory, whatever the partition's size.
+	c, err := o.store.NewCopy(req.P)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := c.Discard(); err != nil {
+			o.cfg.Logger.Warn("discarding a partition copy failed", "partition", req.P, "err", err)
+		}
+	}()
+	entries := 0
+	for after := []byte(nil); ; {
 		page, next, err := o.cfg.Transport.Fetch(ctx, req.Source, req.P, req.Ballot, req.Pos, after)
 		if err != nil {
 			return err
 		}
-		entries = append(entries, page...)
+		if err := c.Add(ctx, page); err != nil {
+			return err
+		}
+		entries += len(page)
 		if next == nil {
 			break
 		}
 		after = next
 	}
 	defer o.parts[req.P].forgetQueued()
-	o.cfg.Logger.Info("copying partition", "partition", req.P, "ballot", req.Ballot, "base", req.Base, "source", req.Source, "position", req.Pos, "entries", len(entries), "replaced", m.Position)
-	return o.store.Install(ctx, req.P, req.Ballot, entries, req.Pos)
+	o.cfg.Logger.Info("copying partition", "partition", req.P, "ballot", req.Ballot, "base", req.Base, "source", req.Source, "position", req.Pos, "entries", entries, "replaced", m.Position)
+	return c.Install(ctx, req.Ballot, req.Pos)
 }
 
 // HandleFetch serves one page of partition p's data to a proposal at

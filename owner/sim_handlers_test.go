@@ -198,7 +198,7 @@ func (n *simNode) onFetch(from string, m mFetch) {
 	n.send(from, r)
 }
 
-// onFetched completes a sync with store.Install: fenced at the ballot
+// onFetched completes a sync with store.Copy.Install: fenced at the ballot
 // (raising the promise) and refused if data was written at the ballot's
 // epoch or later, it replaces the data and sets the position.
 func (n *simNode) onFetched(m mFetched) {

@@ -3,6 +3,7 @@ package owner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -77,4 +78,69 @@ func TestSyncDoesNotKeepACopyThatIsDroppedMeanwhile(t *testing.T) {
 		require.NoError(t, s.Close())
 	}
 	t.Logf("%d of %d syncs met the drop first and fetched (from a source that is down)", fetched, runs)
+}
+
+// pagedSource is a Transport that serves a source store's copy in small
+// pages, failing the fetch of page failAt (counting from 1; 0: none).
+type pagedSource struct {
+	Transport
+	src    *store.Store
+	failAt int
+	pages  int
+}
+
+func (f *pagedSource) Fetch(_ context.Context, _ string, p int, _ epoch.Epoch, pos store.Position, after []byte) ([]store.Entry, []byte, error) {
+	f.pages++
+	if f.pages == f.failAt {
+		return nil, nil, errors.New("source went down")
+	}
+	return f.src.Export(p, pos, after, 64)
+}
+
+// A sync stages the copy page by page: a source lost halfway leaves the
+// replica's old copy whole, and the next sync installs every page.
+func TestSyncInstallsEveryPageOrNothing(t *testing.T) {
+	ctx := context.Background()
+	src, err := store.Open(store.Config{Dir: t.TempDir(), NoSync: true})
+	require.NoError(t, err)
+	defer src.Close()
+	const keys = 50
+	for i := range keys {
+		require.NoError(t, src.Commit(ctx, &store.Batch{Partition: 1, Epoch: 11, Writes: []store.KV{{Key: fmt.Appendf(nil, "key-%02d", i), Value: []byte("v")}}}))
+	}
+	held, err := src.Meta(1)
+	require.NoError(t, err)
+
+	s, err := store.Open(store.Config{Dir: t.TempDir(), NoSync: true})
+	require.NoError(t, err)
+	defer s.Close()
+	source := &pagedSource{src: src, failAt: 3}
+	r, err := New(Config{Self: "r", Partitions: 4, Store: s, Transport: source})
+	require.NoError(t, err)
+	defer r.Close()
+	require.NoError(t, apply(ctx, r, write(5, store.Position{}, "old", "x")))
+	req := Sync{P: 1, Ballot: 17, Base: 11, Source: "b", Pos: held.Position}
+
+	require.Error(t, r.HandleSync(ctx, req))
+	v, ok, err := s.Get(1, []byte("old"))
+	require.NoError(t, err)
+	require.True(t, ok, "a failed sync keeps the old copy")
+	require.Equal(t, "x", string(v))
+	for _, k := range []string{"key-00", "key-02"} { // in the pages fetched before the failure
+		_, ok, err = s.Get(1, []byte(k))
+		require.NoError(t, err)
+		require.False(t, ok, "%s of a failed sync is visible", k)
+	}
+
+	source.failAt, source.pages = 0, 0
+	require.NoError(t, r.HandleSync(ctx, req))
+	require.Greater(t, source.pages, 10, "the copy came in many pages")
+	got, next, err := s.Export(1, held.Position, nil, 1<<20)
+	require.NoError(t, err)
+	require.Nil(t, next)
+	require.Len(t, got, keys, "every page, and nothing of the old copy")
+	m, err := s.Meta(1)
+	require.NoError(t, err)
+	require.Equal(t, held.Position, m.Position)
+	require.GreaterOrEqual(t, m.Promised, req.Ballot)
 }

@@ -64,9 +64,13 @@
 //     with unflushed batches, before a slow operation and at Close the
 //     committer waits for that flush and flushes synchronously;
 //   - slow path (committer.go): every other operation (Promise, Accept,
-//     Choose, Install, Drop, SetClusterID, PruneResponses, and any group
+//     Choose, Copy.Install, Drop, SetClusterID, PruneResponses, and any group
 //     mixing them with batches) is one synced bbolt transaction that first
 //     flushes the memtable, so it applies after every batch before it;
+//   - copies (copy.go): a partition copy received page by page is staged,
+//     a page per transaction of its own outside the committer, in a bucket
+//     nothing reads; Copy.Install moves it into the partition on the slow
+//     path; Open deletes what a crash left staged;
 //   - recovery (recover.go): Open replays, in one synced transaction, the
 //     WAL records the file lacks, stopping at the first torn one (a record
 //     is acknowledged only after its fdatasync, so a torn one never was).

@@ -52,3 +52,17 @@ func choose(ctx context.Context, s *Store, p int, c Claim) error {
 	_, err := s.Choose(ctx, p, c, false)
 	return err
 }
+
+// install copies entries into partition p as a receiver does: staged in a
+// Copy (in one Add), then installed at e and pos; discarded on failure.
+func install(ctx context.Context, s *Store, p int, e epoch.Epoch, entries []Entry, pos Position) error {
+	c, err := s.NewCopy(p)
+	if err != nil {
+		return err
+	}
+	defer c.Discard()
+	if err := c.Add(ctx, entries); err != nil {
+		return err
+	}
+	return c.Install(ctx, e, pos)
+}

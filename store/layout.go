@@ -19,9 +19,11 @@ import (
 //	    data/       key -> value
 //	    responses/  request ID -> encodeResponse(stored at, response)
 //	    audit/      8-byte big-endian sequence -> encodeAudit(AuditRecord)
+//	staging/               top-level bucket, the copies being received
+//	    <8-byte copy number>/   data/ and responses/ as in a partition
 //
-// Partition buckets sort by partition number; the cluster and store
-// buckets' names cannot collide with them (different first byte).
+// Partition buckets sort by partition number; the cluster, store and
+// staging buckets' names cannot collide with them (different first byte).
 var (
 	clusterBucket   = []byte("cluster")
 	clusterIDKey    = []byte("id")

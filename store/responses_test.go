@@ -90,6 +90,6 @@ func TestResponseBoundFollowsEveryChangeOfTheFile(t *testing.T) {
 	srcMeta, err := src.Promise(ctx, 0, 2)
 	require.NoError(t, err)
 	entries, _ := exportAll(t, src, 0, 1<<20)
-	require.NoError(t, s.Install(ctx, 0, 2, entries, srcMeta.Position))
+	require.NoError(t, install(ctx, s, 0, 2, entries, srcMeta.Position))
 	requireResponse("id-7")
 }

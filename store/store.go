@@ -95,6 +95,8 @@ type Store struct {
 	// closing is set when Close starts; reads check it first, because mem
 	// and metas outlive the file.
 	closing atomic.Bool
+	// copies numbers the copies NewCopy starts.
+	copies atomic.Uint64
 
 	// wake (capacity 1) tells the committer that the queue is not empty.
 	wake chan struct{}
@@ -151,8 +153,10 @@ func Open(cfg Config) (*Store, error) {
 		if _, err := tx.CreateBucketIfNotExists(clusterBucket); err != nil {
 			return err
 		}
-		_, err := tx.CreateBucketIfNotExists(storeBucket)
-		return err
+		if _, err := tx.CreateBucketIfNotExists(storeBucket); err != nil {
+			return err
+		}
+		return deleteStaged(tx)
 	})
 	if err != nil {
 		_ = db.Close()
@@ -222,10 +226,23 @@ func (s *Store) do(ctx context.Context, p int, apply applyFunc) error {
 
 // view runs fn in a read transaction, reporting a closed store as ErrClosed.
 func (s *Store) view(fn func(tx *bolt.Tx) error) error {
+	return s.inTx(s.db.View, fn)
+}
+
+// update runs fn in a read-write transaction of its own, outside the
+// committer, reporting a closed store as ErrClosed. Only for what no read
+// and no meta depends on: staged copies (copy.go).
+func (s *Store) update(fn func(tx *bolt.Tx) error) error {
+	return s.inTx(s.db.Update, fn)
+}
+
+// inTx runs fn in a transaction of kind run (View or Update), reporting a
+// closed store as ErrClosed.
+func (s *Store) inTx(run func(func(*bolt.Tx) error) error, fn func(tx *bolt.Tx) error) error {
 	if s.closing.Load() {
 		return ErrClosed
 	}
-	err := s.db.View(fn)
+	err := run(fn)
 	if errors.Is(err, bolt.ErrDatabaseNotOpen) {
 		return ErrClosed
 	}

@@ -121,57 +121,6 @@ func (s *Store) Export(p int, pos Position, after []byte, maxBytes int) (entries
 	return entries, next, nil
 }
 
-// Install replaces partition p's data and dedup records with entries
-// (from Export) and sets its position to pos, in one transaction fenced
-// like a write at e (it raises the promise to e if lower). A replica is
-// never left half-copied: it has its old copy or the new one. Every entry
-// is a put: a KindData entry with a nil Value stores an empty value.
-//
-// Install also refuses, with an error matching epoch.ErrStale, when the
-// partition holds data written at epoch e or later: the copy, made for the
-// proposal at ballot e before it was chosen, is older than that data (a
-// late or repeated copy must not roll back the writes of e's owner).
-func (s *Store) Install(ctx context.Context, p int, e epoch.Epoch, entries []Entry, pos Position) error {
-	if err := checkPartition(p); err != nil {
-		return err
-	}
-	for i, en := range entries {
-		if err := checkEntry(en); err != nil {
-			return fmt.Errorf("entry %d: %w", i, err)
-		}
-	}
-	install := fenced(p, e, func(tx *bolt.Tx, pt *partition) error {
-		if err := clearData(pt); err != nil {
-			return err
-		}
-		for _, en := range entries {
-			b, err := pt.createSub(en.Kind.bucket())
-			if err != nil {
-				return err
-			}
-			value := en.Value
-			if value == nil {
-				value = []byte{}
-			}
-			if err := b.Put(en.Key, value); err != nil {
-				return err
-			}
-		}
-		pt.meta.Position = pos
-		return nil
-	})
-	return s.do(ctx, p, func(tx *bolt.Tx) (outcome, abort error) {
-		pt, err := loadPartition(tx, p)
-		if err != nil {
-			return err, nil
-		}
-		if have := pt.meta.Position; have != (Position{}) && have.Epoch >= e {
-			return fmt.Errorf("%w: partition %d holds data written at epoch %d, a copy for ballot %d is older", epoch.ErrStale, p, have.Epoch, e), nil
-		}
-		return install(tx)
-	})
-}
-
 // Keep is Install for a replica that already holds the copy: it raises p's
 // promise to e (if lower) in the transaction that checks p is at pos, and
 // fails with ErrPosition if it is not. It is fenced like Install: a

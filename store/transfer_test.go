@@ -63,7 +63,7 @@ func TestTransferRoundTripsPartitionAcrossStores(t *testing.T) {
 
 	entries, pages := exportAll(t, src, 5, 64)
 	require.Greater(t, pages, 20, "small maxBytes must force many pages")
-	require.NoError(t, dst.Install(ctx, 5, 3, entries, srcMeta.Position))
+	require.NoError(t, install(ctx, dst, 5, 3, entries, srcMeta.Position))
 	requireAbsent(t, dst, 5, "stale-only")
 
 	want, _ := exportAll(t, src, 5, 1<<20)
@@ -108,18 +108,18 @@ func TestStaleTransferOpsAreRejectedAndWriteNothing(t *testing.T) {
 	require.NoError(t, err)
 
 	zombie := []Entry{{Kind: KindData, Key: []byte("zombie"), Value: []byte("x")}}
-	require.ErrorIs(t, s.Install(ctx, 0, 3, zombie, Position{Epoch: 9, LSN: 9}), epoch.ErrStale)
+	require.ErrorIs(t, install(ctx, s, 0, 3, zombie, Position{Epoch: 9, LSN: 9}), epoch.ErrStale)
 	// A copy for ballot 4 arriving after data was written at epoch 4 (a
 	// late or repeated sync) passes the fence but is older than the data.
-	require.ErrorIs(t, s.Install(ctx, 0, 4, zombie, Position{Epoch: 2, LSN: 1}), epoch.ErrStale)
+	require.ErrorIs(t, install(ctx, s, 0, 4, zombie, Position{Epoch: 2, LSN: 1}), epoch.ErrStale)
 
 	after, err := s.Meta(0)
 	require.NoError(t, err)
 	require.Equal(t, before, after)
 	requireAbsent(t, s, 0, "zombie")
 	requireValue(t, s, 0, "key-002", "value-2")
-	require.ErrorIs(t, s.Install(ctx, 0, 4, []Entry{{Kind: 7, Key: []byte("k")}}, Position{}), ErrInvalid)
-	require.ErrorIs(t, s.Install(ctx, 0, 4, []Entry{{Kind: KindResponse, Key: []byte("r"), Value: []byte("short")}}, Position{}), ErrInvalid)
+	require.ErrorIs(t, install(ctx, s, 0, 4, []Entry{{Kind: 7, Key: []byte("k")}}, Position{}), ErrInvalid)
+	require.ErrorIs(t, install(ctx, s, 0, 4, []Entry{{Kind: KindResponse, Key: []byte("r"), Value: []byte("short")}}, Position{}), ErrInvalid)
 }
 
 func TestDropKeepsMetaAndAuditButNotData(t *testing.T) {
@@ -154,7 +154,7 @@ func TestDropKeepsTheCopyOfANewerProposal(t *testing.T) {
 	fill(t, s, 0, 1, 2)
 	// A proposal at ballot 3 synced this replica after the claim at epoch
 	// 2, which does not name it, was chosen: its copy is not garbage.
-	require.NoError(t, s.Install(ctx, 0, 3, []Entry{{Kind: KindData, Key: []byte("k"), Value: []byte("v")}}, Position{Epoch: 1, LSN: 2}))
+	require.NoError(t, install(ctx, s, 0, 3, []Entry{{Kind: KindData, Key: []byte("k"), Value: []byte("v")}}, Position{Epoch: 1, LSN: 2}))
 	require.NoError(t, s.Drop(ctx, 0, 2))
 	requireValue(t, s, 0, "k", "v")
 	m, err := s.Meta(0)
@@ -184,7 +184,7 @@ func TestExportRefusesACopyThatMovedAfterItsPositionWasRead(t *testing.T) {
 	require.Empty(t, entries)
 
 	other := Position{Epoch: 2, LSN: 1}
-	require.NoError(t, s.Install(ctx, 0, 3, []Entry{{Kind: KindData, Key: []byte("k"), Value: []byte("v")}}, other))
+	require.NoError(t, install(ctx, s, 0, 3, []Entry{{Kind: KindData, Key: []byte("k"), Value: []byte("v")}}, other))
 	_, _, err = s.Export(0, at, nil, 1<<20)
 	require.ErrorIs(t, err, ErrPosition, "another copy is not the copy at %v", at)
 	entries, _, err = s.Export(0, other, nil, 1<<20)
@@ -254,11 +254,11 @@ func TestInstallIsNeverSeenHalfApplied(t *testing.T) {
 	for k := 1; k <= rounds && torn.Load() == nil; k++ {
 		e := epoch.Epoch(2 * k)
 		require.NoError(t, put(ctx, s, 0, e, "b", fmt.Sprintf("old-%d", k)))
-		install := []Entry{
+		entries := []Entry{
 			{Kind: KindData, Key: []byte("a"), Value: fmt.Appendf(nil, "new-%d", k)},
 			{Kind: KindData, Key: []byte("b"), Value: fmt.Appendf(nil, "new-%d", k)},
 		}
-		require.NoError(t, s.Install(ctx, 0, e+1, install, Position{Epoch: e, LSN: uint64(1000 + k)}))
+		require.NoError(t, install(ctx, s, 0, e+1, entries, Position{Epoch: e, LSN: uint64(1000 + k)}))
 	}
 	close(done)
 	wg.Wait()
