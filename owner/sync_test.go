@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/singlewriter/singlewriter/epoch"
 	"github.com/singlewriter/singlewriter/store"
 	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
 )
 
 // unreachableSource is a Transport whose fetches all fail, as from a
@@ -111,7 +114,8 @@ func TestSyncInstallsEveryPageOrNothing(t *testing.T) {
 	held, err := src.Meta(1)
 	require.NoError(t, err)
 
-	s, err := store.Open(store.Config{Dir: t.TempDir(), NoSync: true})
+	dir := t.TempDir()
+	s, err := store.Open(store.Config{Dir: dir, NoSync: true})
 	require.NoError(t, err)
 	defer s.Close()
 	source := &pagedSource{src: src, failAt: 3}
@@ -143,4 +147,27 @@ func TestSyncInstallsEveryPageOrNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, held.Position, m.Position)
 	require.GreaterOrEqual(t, m.Promised, req.Ballot)
+
+	// Nothing is left staged: the failed sync discarded its pages.
+	r.Close()
+	require.NoError(t, s.Close())
+	require.Zero(t, stagedCopies(t, dir))
+}
+
+// stagedCopies counts the copies staged in the data file in dir (the
+// store's layout: sub-buckets of the top-level "staging" bucket), reading
+// the file directly: Open would delete them.
+func stagedCopies(t *testing.T, dir string) int {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(dir, "singlewriter.db"), 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	require.NoError(t, err)
+	defer db.Close()
+	n := 0
+	require.NoError(t, db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket([]byte("staging")); b != nil {
+			return b.ForEachBucket(func([]byte) error { n++; return nil })
+		}
+		return nil
+	}))
+	return n
 }

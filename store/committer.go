@@ -280,6 +280,7 @@ func (s *Store) updatePublished(fn func(*bolt.Tx) error, publish func()) error {
 func (s *Store) poison(err error, what string) {
 	if s.failure == nil {
 		s.failure = fmt.Errorf("%w: %w", ErrFailed, err)
+		s.poisoned.Store(&s.failure)
 	}
 	s.log.Error("store: "+what+" failed, refusing further writes", "path", s.path, "err", err)
 }

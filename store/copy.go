@@ -24,6 +24,13 @@ var stagingBucket = []byte("staging")
 // A Copy is used by one goroutine. Several copies of one partition may be
 // staged at once (proposals at different ballots); the fence decides which
 // Install wins.
+//
+// Staged pages take space in the file before Install: when the disk is
+// full, or the file at Config.MaxSize, Add fails cleanly, but a commit
+// that needs new pages meanwhile fails and poisons the store, as the
+// whole copy's Install would have before staging existed. Each Add is a
+// synced transaction, although only Install's sync matters (Open deletes
+// what is staged): bbolt syncs every transaction or none.
 type Copy struct {
 	s *Store
 	p int
@@ -108,6 +115,7 @@ func (c *Copy) Install(ctx context.Context, e epoch.Epoch, pos Position) error {
 		if err := clearData(pt); err != nil {
 			return err
 		}
+		pt.meta.Position = pos
 		staging := tx.Bucket(stagingBucket)
 		if staging == nil || staging.Bucket(c.name) == nil {
 			return nil // an empty copy
@@ -120,7 +128,6 @@ func (c *Copy) Install(ctx context.Context, e epoch.Epoch, pos Position) error {
 				}
 			}
 		}
-		pt.meta.Position = pos
 		return staging.DeleteBucket(c.name)
 	})
 	err := c.s.do(ctx, c.p, func(tx *bolt.Tx) (outcome, abort error) {

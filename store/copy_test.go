@@ -86,6 +86,23 @@ func TestRefusedCopyStaysStagedUntilDiscarded(t *testing.T) {
 	requireAbsent(t, s, 0, "zombie")
 }
 
+// A copy of an empty partition stages nothing; installing it still
+// replaces the data and sets the position.
+func TestEmptyCopyInstallsAnEmptyPartitionAtItsPosition(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	fill(t, s, 0, 2, 5)
+	c, err := s.NewCopy(0)
+	require.NoError(t, err)
+	pos := Position{Epoch: 2, LSN: 9}
+	require.NoError(t, c.Install(ctx, 3, pos))
+	requireAbsent(t, s, 0, "key-000")
+	m, err := s.Meta(0)
+	require.NoError(t, err)
+	require.Equal(t, pos, m.Position)
+	require.Equal(t, epoch.Epoch(3), m.Promised)
+}
+
 // A receiver that stops (a crash, a Close) between pages leaves its staged
 // entries in the file; the next Open deletes them.
 func TestCopyLeftStagedIsDeletedAtOpen(t *testing.T) {

@@ -115,6 +115,9 @@ type Store struct {
 	// failure is ErrFailed wrapping the first failed transaction's error, nil
 	// while healthy. Owned by the committer goroutine.
 	failure error
+	// poisoned points to failure once it is set, for writers that do not
+	// go through the committer (Copy).
+	poisoned atomic.Pointer[error]
 
 	closeOnce sync.Once
 	// closeErr is Close's result; the committer sets it to its last
@@ -230,9 +233,13 @@ func (s *Store) view(fn func(tx *bolt.Tx) error) error {
 }
 
 // update runs fn in a read-write transaction of its own, outside the
-// committer, reporting a closed store as ErrClosed. Only for what no read
-// and no meta depends on: staged copies (copy.go).
+// committer, reporting a closed store as ErrClosed and refusing, like the
+// committer, to write to a poisoned one. Only for what no read and no meta
+// depends on: staged copies (copy.go).
 func (s *Store) update(fn func(tx *bolt.Tx) error) error {
+	if failure := s.poisoned.Load(); failure != nil {
+		return *failure
+	}
 	return s.inTx(s.db.Update, fn)
 }
 
