@@ -59,7 +59,7 @@ func (s *Store) NewCopy(p int) (*Copy, error) {
 // replaces an earlier one.
 func (c *Copy) Add(ctx context.Context, entries []Entry) error {
 	if c.done {
-		return fmt.Errorf("%w: copy of partition %d already installed or discarded", ErrInvalid, c.p)
+		return c.used()
 	}
 	for i, en := range entries {
 		if err := checkEntry(en); err != nil {
@@ -109,7 +109,7 @@ func (c *Copy) Add(ctx context.Context, entries []Entry) error {
 // staged entries are then kept for Discard.
 func (c *Copy) Install(ctx context.Context, e epoch.Epoch, pos Position) error {
 	if c.done {
-		return fmt.Errorf("%w: copy of partition %d already installed or discarded", ErrInvalid, c.p)
+		return c.used()
 	}
 	install := fenced(c.p, e, func(tx *bolt.Tx, pt *partition) error {
 		if err := clearData(pt); err != nil {
@@ -117,10 +117,13 @@ func (c *Copy) Install(ctx context.Context, e epoch.Epoch, pos Position) error {
 		}
 		pt.meta.Position = pos
 		staging := tx.Bucket(stagingBucket)
-		if staging == nil || staging.Bucket(c.name) == nil {
+		var staged *bolt.Bucket
+		if staging != nil {
+			staged = staging.Bucket(c.name)
+		}
+		if staged == nil {
 			return nil // an empty copy
 		}
-		staged := staging.Bucket(c.name)
 		for _, sub := range [][]byte{dataBucket, responsesBucket} {
 			if staged.Bucket(sub) != nil {
 				if err := tx.MoveBucket(sub, staged, pt.bucket); err != nil {
@@ -144,6 +147,11 @@ func (c *Copy) Install(ctx context.Context, e epoch.Epoch, pos Position) error {
 		c.done = true
 	}
 	return err
+}
+
+// used is the error of an Add or Install after Install or Discard.
+func (c *Copy) used() error {
+	return fmt.Errorf("%w: copy of partition %d already installed or discarded", ErrInvalid, c.p)
 }
 
 // Discard deletes what was staged, unless Install moved it. It is a no-op

@@ -121,9 +121,9 @@ func (s *Store) Export(p int, pos Position, after []byte, maxBytes int) (entries
 	return entries, next, nil
 }
 
-// Keep is Install for a replica that already holds the copy: it raises p's
-// promise to e (if lower) in the transaction that checks p is at pos, and
-// fails with ErrPosition if it is not. It is fenced like Install: a
+// Keep is Copy.Install for a replica that already holds the copy: it
+// raises p's promise to e (if lower) in the transaction that checks p is
+// at pos, and fails with ErrPosition if it is not. It is fenced like Copy.Install: a
 // replica that promised a ballot above e refuses (epoch.ErrStale), the
 // proposal at e can no longer use it. The caller's earlier read of the
 // position is not enough: a Drop (or an Install) can commit between that
@@ -220,7 +220,7 @@ func clearData(pt *partition) error {
 	return pt.deleteSub(responsesBucket)
 }
 
-// checkEntry rejects an entry Install could not store or Response could not
+// checkEntry rejects an entry Copy.Add could not store or Response could not
 // read back.
 func checkEntry(en Entry) error {
 	if en.Kind.bucket() == nil {
