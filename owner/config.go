@@ -67,6 +67,15 @@ type Config struct {
 	// node of a new cluster sets it; it is ignored when the store already
 	// belongs to a cluster.
 	Bootstrap bool
+	// AcceptDataLoss lets this node serve, empty, a partition whose only
+	// copy it was but whose data its store no longer holds (its data
+	// directory was lost or replaced and it came back under its name).
+	// Without it such a partition stays unavailable and the node logs it
+	// at error level: serving it would silently start every key of it
+	// again from nothing and forget its stored responses. It has no effect
+	// on a partition with other replicas: they hold its data, and a new
+	// claim syncs this node.
+	AcceptDataLoss bool
 	// SettleTime is how long the ring view must stay unchanged before the
 	// node acquires partitions, so that nodes whose views still disagree do
 	// not take partitions back and forth. Zero means 300ms.

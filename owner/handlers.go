@@ -258,24 +258,34 @@ func (o *Owner) checkPartition(p int) error {
 
 // checkMemory refuses to act as a replica of claim base of partition p
 // (promise, accept) when this node is one of base's replicas but holds no
-// trace of having been one: no promise, no accepted proposal, no data. Its
-// data directory was lost and it came back under the same name. A replica
-// that forgot what it promised and stored must not count toward a
-// majority: it could hide a chosen successor, or make a copy that lacks
-// acknowledged writes look like the most advanced one. It takes part again
-// once a new claim syncs a copy to it (Install raises its promise). The
-// root claims (epoch 0) are exempt: their only replica, the bootstrap
-// node, promised nothing yet.
+// trace of having been one (forgot). A replica that forgot what it
+// promised and stored must not count toward a majority: it could hide a
+// chosen successor, or make a copy that lacks acknowledged writes look
+// like the most advanced one. It takes part again once a new claim syncs a
+// copy to it (Install raises its promise). A claim whose only replica it
+// was has no other copy to protect: with Config.AcceptDataLoss it takes
+// part, with its empty store.
 func (o *Owner) checkMemory(p int, base store.Claim) error {
-	if base.Epoch == 0 || !slices.Contains(base.Replicas, o.cfg.Self) {
-		return nil
+	forgot, err := o.forgot(p, base)
+	if err != nil || !forgot || (o.cfg.AcceptDataLoss && len(base.Replicas) == 1) {
+		return err
+	}
+	return fmt.Errorf("owner: partition %d: %s is a replica of the claim at epoch %d but holds no promise and no data of it (was its data directory lost?); it takes no part until a new claim syncs it", p, o.cfg.Self, base.Epoch)
+}
+
+// forgot reports whether this node is one of claim c's replicas but its
+// store holds no promise, no accepted proposal and no data of partition p:
+// its data directory was lost and it came back under the same name, or,
+// as a backup, the copy the claim was to give it never arrived. A claim's
+// only replica always promised it. The root claims (epoch 0) are exempt:
+// their only replica, the bootstrap node, promised nothing yet.
+func (o *Owner) forgot(p int, c store.Claim) (bool, error) {
+	if c.Epoch == 0 || !slices.Contains(c.Replicas, o.cfg.Self) {
+		return false, nil
 	}
 	m, err := o.store.Meta(p)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if m.Promised == 0 && m.Position == (store.Position{}) && m.Accepted.Owner == "" {
-		return fmt.Errorf("owner: partition %d: %s is a replica of the claim at epoch %d but holds no promise and no data of it (was its data directory lost?); it takes no part until a new claim syncs it", p, o.cfg.Self, base.Epoch)
-	}
-	return nil
+	return m.Promised == 0 && m.Position == (store.Position{}) && m.Accepted.Owner == "", nil
 }

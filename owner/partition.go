@@ -45,6 +45,9 @@ type partition struct {
 	lagging     bool
 	stalled     bool
 	servedSince time.Time
+	// lostReported is set once the loss of this partition's only copy
+	// was logged (resume), so that the retries do not log it again.
+	lostReported bool
 	// lagsBefore is the epoch of a claim whose start marker a replica did
 	// not confirm before serving it began (the marker's collector may
 	// answer first): start then begins lagging.
@@ -178,6 +181,16 @@ func (pt *partition) endPrepare() {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	pt.preparing--
+}
+
+// reportLost reports whether the loss of the partition's only copy is yet
+// to be logged, and marks it logged.
+func (pt *partition) reportLost() bool {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	first := !pt.lostReported
+	pt.lostReported = true
+	return first
 }
 
 // tryBusy marks an attempt as running unless one runs or its backoff has

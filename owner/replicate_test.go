@@ -13,11 +13,15 @@ import (
 )
 
 // replicaOf returns an Owner over a fresh store, used as a replica only.
-func replicaOf(t *testing.T) (*Owner, *store.Store) {
+func replicaOf(t *testing.T, configure ...func(*Config)) (*Owner, *store.Store) {
 	t.Helper()
 	s, err := store.Open(store.Config{Dir: t.TempDir(), NoSync: true})
 	require.NoError(t, err)
-	o, err := New(Config{Self: "r", Partitions: 4, Store: s, Transport: noTransport{}})
+	cfg := Config{Self: "r", Partitions: 4, Store: s, Transport: noTransport{}}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	o, err := New(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { o.Close(); s.Close() })
 	return o, s
@@ -125,6 +129,29 @@ func TestReplicaThatLostItsDataTakesNoPartInAcquisitions(t *testing.T) {
 	require.NoError(t, err)
 	_, err = r.HandlePrepare(ctx, Prepare{P: 3, Ballot: 1, Base: store.Claim{Owner: "r", Replicas: []string{"r"}}})
 	require.NoError(t, err)
+}
+
+// AcceptDataLoss gives up only data that has no other copy: a forgotten
+// claim whose only replica was this node. A forgotten claim with other
+// replicas is still refused, whose majority holds its data.
+func TestAcceptDataLossGivesUpOnlyAClaimWithoutOtherReplicas(t *testing.T) {
+	ctx := context.Background()
+	alone := store.Claim{Epoch: 4, Owner: "r", Replicas: []string{"r"}}
+	shared := store.Claim{Epoch: 4, Owner: "a", Replicas: []string{"a", "r", "b"}}
+
+	r, _ := replicaOf(t)
+	_, err := r.HandlePrepare(ctx, Prepare{P: 1, Ballot: 5, Base: alone})
+	require.ErrorContains(t, err, "holds no promise and no data", "the only copy was lost: without AcceptDataLoss nobody may take it over empty")
+
+	r, s := replicaOf(t, func(c *Config) { c.AcceptDataLoss = true })
+	reply, err := r.HandlePrepare(ctx, Prepare{P: 1, Ballot: 5, Base: alone})
+	require.NoError(t, err)
+	require.True(t, reply.OK)
+	_, err = r.HandlePrepare(ctx, Prepare{P: 2, Ballot: 5, Base: shared})
+	require.ErrorContains(t, err, "holds no promise and no data")
+	m, err := s.Meta(2)
+	require.NoError(t, err)
+	require.Zero(t, m.Promised)
 }
 
 func TestLaggingReplicaIsResyncedAtOnceOnlyWhenNoMajorityRemains(t *testing.T) {

@@ -42,6 +42,15 @@ type Config struct {
 	// give the bootstrap node seeds too (its Start then waits until one
 	// answers), or start a replacement without Bootstrap.
 	Bootstrap bool
+	// AcceptDataLoss lets this node serve, empty, the partitions whose only
+	// copy it was (replication factor 1) after it lost its DataDir and
+	// came back under its Name. Without it they stay unavailable, the node
+	// logs each at error level and Settled stays false, until the
+	// directory is restored or the node restarts with AcceptDataLoss: the
+	// keys of those partitions then start again from nothing, and retries
+	// of calls answered before run again. With replicas it changes
+	// nothing: they hold the data, and this node is synced from them.
+	AcceptDataLoss bool
 	// Cluster names the cluster. Nodes of another name are refused. Zero
 	// means "singlewriter".
 	Cluster string

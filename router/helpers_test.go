@@ -120,6 +120,20 @@ func (c *testCluster) start(cfg Config) *Node {
 	return n
 }
 
+// restartConfig returns n's Config for a restart in place: n's addresses,
+// and the other live nodes as seeds.
+func (c *testCluster) restartConfig(n *Node) Config {
+	cfg := n.cfg
+	cfg.GossipAddr, cfg.RPCAddr = n.GossipAddr(), n.server.Addr().String()
+	cfg.Seeds = nil
+	for _, other := range c.live() {
+		if other != n {
+			cfg.Seeds = append(cfg.Seeds, other.GossipAddr())
+		}
+	}
+	return cfg
+}
+
 // live returns the nodes not closed.
 func (c *testCluster) live() []*Node {
 	var live []*Node

@@ -71,6 +71,7 @@ func New(cfg Config) (*Node, error) {
 		ReplicationFactor: cfg.ReplicationFactor,
 		Transport:         transport{n},
 		Bootstrap:         cfg.Bootstrap,
+		AcceptDataLoss:    cfg.AcceptDataLoss,
 		SettleTime:        cfg.SettleTime,
 		DrainTimeout:      cfg.DrainTimeout,
 		Logger:            cfg.Logger.With("node", cfg.Name),

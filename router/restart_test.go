@@ -4,41 +4,41 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
+// singleCopyCluster starts three nodes with replication factor 1 and
+// increments key, owned by the third (the victim), 5 times.
+func singleCopyCluster(ctx context.Context, t *testing.T) (c *testCluster, victim *Node, key []byte) {
+	c = newReplicatedCluster(t, 3, 1, func(n *Node) {
+		n.Handle("inc", counter)
+		n.Handle("get", get)
+	})
+	victim = c.nodes[2]
+	key = keyOwnedBy(t, victim, victim.Name())
+	for range 5 {
+		_, err := c.nodes[0].Call(ctx, key, "inc", nil)
+		require.NoError(t, err)
+	}
+	return c, victim, key
+}
+
 // With replication factor 1 a partition has one copy: while its owner is
 // down nobody may serve it, and the owner gets it back with its data when
 // it restarts on the same directory. (With replicas, the survivors take it
 // over: TestReplicatedClusterLosesNothingWhenANodeCrashesUnderTraffic.)
 func TestRestartedNodeGetsItsPartitionsAndDataBack(t *testing.T) {
-	c := newReplicatedCluster(t, 3, 1, func(n *Node) {
-		n.Handle("inc", counter)
-		n.Handle("get", get)
-	})
-	victim := c.nodes[2]
-	// One key owned by the victim, and its value before the crash.
-	var key []byte
-	for i := 0; key == nil; i++ {
-		k := fmt.Appendf(nil, "acct-%d", i)
-		if cl, _ := victim.Owner(victim.Partition(k)); cl.Owner == victim.Name() {
-			key = k
-		}
-	}
-	p := victim.Partition(key)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for range 5 {
-		_, err := c.nodes[0].Call(ctx, key, "inc", nil)
-		require.NoError(t, err)
-	}
-	cfg := victim.cfg
-	cfg.GossipAddr, cfg.RPCAddr = victim.GossipAddr(), victim.server.Addr().String()
-	cfg.Seeds = []string{c.nodes[0].GossipAddr(), c.nodes[1].GossipAddr()}
+	c, victim, key := singleCopyCluster(ctx, t)
+	p := victim.Partition(key)
+	cfg := c.restartConfig(victim)
 	before, _ := victim.Owner(p)
 
 	require.NoError(t, victim.Close()) // no Leave: as after a crash
@@ -94,9 +94,7 @@ func TestBootstrapNodeThatLostItsDataDirJoinsItsSeedsCluster(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	cfg := first.cfg
-	cfg.GossipAddr, cfg.RPCAddr = first.GossipAddr(), first.server.Addr().String()
-	cfg.Seeds = []string{c.nodes[1].GossipAddr(), c.nodes[2].GossipAddr()}
+	cfg := c.restartConfig(first)
 	require.NoError(t, first.Close())
 	require.NoError(t, os.RemoveAll(cfg.DataDir))
 
@@ -132,4 +130,66 @@ func TestBootstrapNodeWithSeedsOfNoClusterCreatesIt(t *testing.T) {
 	v, err := waiting.Call(ctx, []byte("k"), "inc", nil)
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), binary.BigEndian.Uint64(v))
+}
+
+// With replication factor 1 a node is its partitions' only copy. If it
+// comes back under its name without its data directory, it must not serve
+// them from its empty store: every counter would start again from zero and
+// every stored response would be forgotten, with no error anywhere. It
+// logs them and leaves them unavailable, until its operator restores the
+// directory or restarts it with AcceptDataLoss.
+func TestNodeThatLostItsOnlyCopyDoesNotServeItEmpty(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, victim, key := singleCopyCluster(ctx, t)
+	p := victim.Partition(key)
+	cfg := c.restartConfig(victim)
+	require.NoError(t, victim.Close())
+	require.NoError(t, os.RemoveAll(cfg.DataDir))
+
+	lost := make(chan struct{})
+	cfg.Logger = slog.New(&partitionErrors{p: p, seen: lost, once: new(sync.Once)})
+	amnesiac := c.start(cfg)
+	select {
+	case <-lost:
+	case <-ctx.Done():
+		t.Fatalf("%s did not report partition %d as lost", amnesiac.Name(), p)
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), time.Second)
+	_, err := c.nodes[0].Call(short, key, "get", nil)
+	cancelShort()
+	require.ErrorIs(t, err, ErrUnavailable, "partition %d was served from an empty store", p)
+	_, serving := amnesiac.Serving(p)
+	require.False(t, serving)
+	require.False(t, amnesiac.Settled(), "a node that does not serve its own partition reports itself settled")
+
+	require.NoError(t, amnesiac.Close())
+	cfg.Logger, cfg.AcceptDataLoss = nil, true
+	c.start(cfg)
+	v, err := c.nodes[0].Call(ctx, key, "inc", nil)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), binary.BigEndian.Uint64(v), "with AcceptDataLoss the partition is served again, empty")
+	c.waitConverged()
+}
+
+// partitionErrors is a slog.Handler that closes seen at the first error
+// record about partition p.
+type partitionErrors struct {
+	p    int
+	seen chan struct{}
+	once *sync.Once
+}
+
+func (h *partitionErrors) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
+func (h *partitionErrors) WithAttrs([]slog.Attr) slog.Handler           { return h }
+func (h *partitionErrors) WithGroup(string) slog.Handler                { return h }
+
+func (h *partitionErrors) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "partition" && a.Value.Int64() == int64(h.p) {
+			h.once.Do(func() { close(h.seen) })
+		}
+		return true
+	})
+	return nil
 }
