@@ -50,9 +50,10 @@
 //   - fast path (fastpath.go), for a group of data batches only: the
 //     committer decides each batch's fence against the in-memory metas
 //     (every partition's Meta, loaded at Open), logs the accepted batches
-//     as one record ([length][crc32c][payload], wal.go), fdatasyncs once,
-//     applies them to an in-memory memtable (memtable.go) and the metas,
-//     and only then releases the waiters;
+//     as one record ([length][crc32c][payload], wal.go), makes it durable
+//     (one O_DIRECT|O_DSYNC write where the file system allows it, else a
+//     write and an fdatasync), applies them to an in-memory memtable
+//     (memtable.go) and the metas, and only then releases the waiters;
 //   - flush (flush.go): the memtable goes into the file in one synced
 //     transaction, writing each touched partition's meta once and the
 //     sequence of the last WAL record applied. When the WAL or the
@@ -73,7 +74,7 @@
 //     path; Open deletes what a crash left staged;
 //   - recovery (recover.go): Open replays, in one synced transaction, the
 //     WAL records the file lacks, stopping at the first torn one (a record
-//     is acknowledged only after its fdatasync, so a torn one never was).
+//     is acknowledged only once durable, so a torn one never was).
 //
 // Reads (Get, Response) look in the memtable first, then in a bbolt read
 // transaction; Meta and Partitions read the in-memory metas; Export and

@@ -1,7 +1,7 @@
 package store
 
 // commitFast commits a group of data batches (and flush requests) with one
-// WAL record and one fdatasync:
+// WAL record, synced once:
 //
 //  1. decide each batch's fence against the in-memory metas, in submission
 //     order, each accepted batch moving its partition's meta (in a copy)

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -391,16 +392,59 @@ func TestMergeWALsJoinsTheTwoFilesAndRefusesGaps(t *testing.T) {
 	// 5..7, file 0 the active ones 8..9 (and stale 2..3 after them).
 	groups, err := mergeWALs(4, scan(8, 9, 2, 3), scan(5, 6, 7))
 	require.NoError(t, err)
-	var seqs []uint64
-	for _, g := range groups {
-		seqs = append(seqs, g.seq)
-	}
-	require.Equal(t, []uint64{5, 6, 7, 8, 9}, seqs)
+	require.Equal(t, []uint64{5, 6, 7, 8, 9}, seqsOf(groups))
 
 	_, err = mergeWALs(4, scan(8, 9), scan(5, 6))
 	require.ErrorIs(t, err, ErrCorrupt, "a missing record 7 cannot come from a crash")
 	_, err = mergeWALs(2, scan(5, 6), nil)
 	require.ErrorIs(t, err, ErrCorrupt, "a gap after the applied sequence cannot come from a crash")
+}
+
+// seqsOf returns the groups' sequence numbers.
+func seqsOf(groups []walGroup) []uint64 {
+	var seqs []uint64
+	for _, g := range groups {
+		seqs = append(seqs, g.seq)
+	}
+	return seqs
+}
+
+// A direct log writes whole blocks, each record with the bytes before it
+// in its first block and zeros after it in its last. After every append
+// the file must hold every record so far, in order, ending where the next
+// one goes: records smaller and larger than a block, at every offset in a
+// block, and after a reset over the stale frames of the round before.
+func TestDirectWALHoldsEveryRecordAcrossBlocks(t *testing.T) {
+	dir := t.TempDir()
+	w, _, err := openWAL(dir, 0, false)
+	require.NoError(t, err)
+	defer w.close()
+	if !w.direct {
+		t.Skip("the file system of the test's temporary directory does not support O_DIRECT")
+	}
+	path := filepath.Join(dir, walFileName(0))
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 2 {
+		first := uint64(round * 100)
+		var want []uint64
+		for i := range 40 {
+			seq := first + uint64(i) + 1
+			value := make([]byte, rng.IntN(3*walBlock))
+			for j := range value {
+				value[j] = byte(rng.Uint32())
+			}
+			require.NoError(t, w.append(encodeGroup(walGroup{seq: seq, batches: []walBatch{{partition: 1, epoch: 1, lsn: seq,
+				writes: []KV{{Key: []byte("k"), Value: value}}}}})))
+			want = append(want, seq)
+			data, err := os.ReadFile(path)
+			require.NoError(t, err)
+			groups, end, err := scanWAL(data, first)
+			require.NoError(t, err)
+			require.Equal(t, want, seqsOf(groups), "round %d", round)
+			require.EqualValues(t, w.off, end)
+		}
+		w.reset()
+	}
 }
 
 // walRecord returns a framed WAL record of sequence seq.
