@@ -12,15 +12,15 @@ import (
 
 // resume serves claim c of partition p again after a restart, if no higher
 // epoch was promised meanwhile: the start marker at c's epoch is a fenced
-// write, so it fails if anyone prepared a higher ballot. c names this node
-// alone: if the store forgot it, p's only copy is lost, and p is not
+// write, so it fails if anyone prepared a higher ballot. If c names this
+// node alone and the store forgot it, p's only copy is lost, and p is not
 // served unless Config.AcceptDataLoss says to serve it empty.
 func (o *Owner) resume(p int, c store.Claim) bool {
 	forgot, err := o.forgot(p, c)
 	if err != nil {
 		return false
 	}
-	if forgot && !o.cfg.AcceptDataLoss {
+	if forgot && len(c.Replicas) == 1 && !o.cfg.AcceptDataLoss {
 		if o.parts[p].reportLost() {
 			o.cfg.Logger.Error("not serving a partition whose only copy this node lost: restore its data directory, or restart it with AcceptDataLoss to serve the partition empty",
 				"partition", p, "epoch", c.Epoch)

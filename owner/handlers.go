@@ -277,15 +277,22 @@ func (o *Owner) checkMemory(p int, base store.Claim) error {
 // store holds no promise, no accepted proposal and no data of partition p:
 // its data directory was lost and it came back under the same name, or,
 // as a backup, the copy the claim was to give it never arrived. A claim's
-// only replica always promised it. The root claims (epoch 0) are exempt:
-// their only replica, the bootstrap node, promised nothing yet.
+// only replica always promised it, except a root claim (epoch 0): its
+// replica, the bootstrap node, promised nothing, but recorded it as chosen
+// before any other node could learn it (Owner.Bootstrap), which a store
+// that forgot it lacks. With replication factor 1 the partitions that
+// stay on the bootstrap node keep their root claims for good.
 func (o *Owner) forgot(p int, c store.Claim) (bool, error) {
-	if c.Epoch == 0 || !slices.Contains(c.Replicas, o.cfg.Self) {
+	if !slices.Contains(c.Replicas, o.cfg.Self) {
 		return false, nil
 	}
 	m, err := o.store.Meta(p)
 	if err != nil {
 		return false, err
 	}
-	return m.Promised == 0 && m.Position == (store.Position{}) && m.Accepted.Owner == "", nil
+	blank := m.Promised == 0 && m.Position == (store.Position{}) && m.Accepted.Owner == ""
+	if c.Epoch == 0 {
+		return blank && !m.HasChosen, nil
+	}
+	return blank, nil
 }

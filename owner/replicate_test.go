@@ -123,11 +123,20 @@ func TestReplicaThatLostItsDataTakesNoPartInAcquisitions(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, m.Promised, "it promised nothing")
 
-	// A claim that does not name it, and the root claims, are answered.
+	// A claim that does not name it is answered.
 	other := store.Claim{Epoch: 4, Owner: "a", Replicas: []string{"a", "b", "c"}}
 	_, err = r.HandlePrepare(ctx, Prepare{P: 2, Ballot: 5, Base: other})
 	require.NoError(t, err)
-	_, err = r.HandlePrepare(ctx, Prepare{P: 3, Ballot: 1, Base: store.Claim{Owner: "r", Replicas: []string{"r"}}})
+
+	// A root claim (epoch 0) that names it is answered only once the store
+	// holds it, as the bootstrap node's does from the start: this one
+	// bootstrapped the cluster with a directory it lost.
+	root := store.Claim{Owner: "r", Replicas: []string{"r"}}
+	_, err = r.HandlePrepare(ctx, Prepare{P: 3, Ballot: 1, Base: root})
+	require.ErrorContains(t, err, "holds no promise and no data")
+	_, err = s.Choose(ctx, 3, root, true)
+	require.NoError(t, err)
+	_, err = r.HandlePrepare(ctx, Prepare{P: 3, Ballot: 1, Base: root})
 	require.NoError(t, err)
 }
 

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,16 +14,16 @@ import (
 )
 
 // singleCopyCluster starts three nodes with replication factor 1 and
-// increments key, owned by the third (the victim), 5 times.
-func singleCopyCluster(ctx context.Context, t *testing.T) (c *testCluster, victim *Node, key []byte) {
+// increments key, owned by node i (the victim), 5 times through node 1.
+func singleCopyCluster(ctx context.Context, t *testing.T, i int) (c *testCluster, victim *Node, key []byte) {
 	c = newReplicatedCluster(t, 3, 1, func(n *Node) {
 		n.Handle("inc", counter)
 		n.Handle("get", get)
 	})
-	victim = c.nodes[2]
+	victim = c.nodes[i]
 	key = keyOwnedBy(t, victim, victim.Name())
 	for range 5 {
-		_, err := c.nodes[0].Call(ctx, key, "inc", nil)
+		_, err := c.nodes[1].Call(ctx, key, "inc", nil)
 		require.NoError(t, err)
 	}
 	return c, victim, key
@@ -36,7 +36,7 @@ func singleCopyCluster(ctx context.Context, t *testing.T) (c *testCluster, victi
 func TestRestartedNodeGetsItsPartitionsAndDataBack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, victim, key := singleCopyCluster(ctx, t)
+	c, victim, key := singleCopyCluster(ctx, t, 2)
 	p := victim.Partition(key)
 	cfg := c.restartConfig(victim)
 	before, _ := victim.Owner(p)
@@ -139,45 +139,58 @@ func TestBootstrapNodeWithSeedsOfNoClusterCreatesIt(t *testing.T) {
 // logs them and leaves them unavailable, until its operator restores the
 // directory or restarts it with AcceptDataLoss.
 func TestNodeThatLostItsOnlyCopyDoesNotServeItEmpty(t *testing.T) {
+	// n2's partitions were acquired from the root claims; those that
+	// stayed on n0, the bootstrap node, keep their root claims (epoch 0).
+	for _, i := range []int{2, 0} {
+		t.Run(fmt.Sprintf("n%d", i), func(t *testing.T) { lostOnlyCopy(t, i) })
+	}
+}
+
+func lostOnlyCopy(t *testing.T, i int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, victim, key := singleCopyCluster(ctx, t)
+	c, victim, key := singleCopyCluster(ctx, t, i)
 	p := victim.Partition(key)
+	if claim, _ := victim.Owner(p); i == 0 {
+		require.Zero(t, claim.Epoch, "the bootstrap node's partition left its root claim")
+	}
+	entry := c.nodes[1]
 	cfg := c.restartConfig(victim)
 	require.NoError(t, victim.Close())
 	require.NoError(t, os.RemoveAll(cfg.DataDir))
 
-	lost := make(chan struct{})
-	cfg.Logger = slog.New(&partitionErrors{p: p, seen: lost, once: new(sync.Once)})
+	logged := &partitionErrors{p: p, first: make(chan struct{})}
+	cfg.Logger = slog.New(logged)
 	amnesiac := c.start(cfg)
 	select {
-	case <-lost:
+	case <-logged.first:
 	case <-ctx.Done():
 		t.Fatalf("%s did not report partition %d as lost", amnesiac.Name(), p)
 	}
 	short, cancelShort := context.WithTimeout(context.Background(), time.Second)
-	_, err := c.nodes[0].Call(short, key, "get", nil)
+	_, err := entry.Call(short, key, "get", nil)
 	cancelShort()
 	require.ErrorIs(t, err, ErrUnavailable, "partition %d was served from an empty store", p)
 	_, serving := amnesiac.Serving(p)
 	require.False(t, serving)
 	require.False(t, amnesiac.Settled(), "a node that does not serve its own partition reports itself settled")
+	require.EqualValues(t, 1, logged.n.Load(), "the loss is logged once, not at every retry")
 
 	require.NoError(t, amnesiac.Close())
 	cfg.Logger, cfg.AcceptDataLoss = nil, true
 	c.start(cfg)
-	v, err := c.nodes[0].Call(ctx, key, "inc", nil)
+	v, err := entry.Call(ctx, key, "inc", nil)
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), binary.BigEndian.Uint64(v), "with AcceptDataLoss the partition is served again, empty")
 	c.waitConverged()
 }
 
-// partitionErrors is a slog.Handler that closes seen at the first error
-// record about partition p.
+// partitionErrors is a slog.Handler that counts the error records about
+// partition p, and closes first at the first one.
 type partitionErrors struct {
-	p    int
-	seen chan struct{}
-	once *sync.Once
+	p     int
+	n     atomic.Int64
+	first chan struct{}
 }
 
 func (h *partitionErrors) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
@@ -186,8 +199,8 @@ func (h *partitionErrors) WithGroup(string) slog.Handler                { return
 
 func (h *partitionErrors) Handle(_ context.Context, r slog.Record) error {
 	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "partition" && a.Value.Int64() == int64(h.p) {
-			h.once.Do(func() { close(h.seen) })
+		if a.Key == "partition" && a.Value.Int64() == int64(h.p) && h.n.Add(1) == 1 {
+			close(h.first)
 		}
 		return true
 	})
