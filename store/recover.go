@@ -12,12 +12,12 @@ import (
 //
 // The dangerous interleaving it exists for:
 //
-//  1. A group of batches is logged as WAL record 7 and fdatasynced; the
+//  1. A group of batches is logged as WAL record 7 and synced; the
 //     batches are applied to the memtable and acknowledged. The data file
 //     knows nothing of them (its wal-applied is 6).
 //  2. The process (or the machine) crashes before any flush.
 //  3. Open finds the file at wal-applied 6 and the WAL holding records
-//     ..., 6, 7, and possibly a torn record 8 whose fdatasync never
+//     ..., 6, 7, and possibly a torn record 8 whose sync never
 //     returned (so it was never acknowledged).
 //
 // Replay applies 7 (records at or below 6 are already in the file: a flush
@@ -81,6 +81,10 @@ func (s *Store) replayWAL(cfg Config) (int, error) {
 	}
 	for _, w := range s.wals {
 		w.reset()
+		if err := w.useDirect(); err != nil {
+			s.closeWALs()
+			return 0, err
+		}
 	}
 	return len(groups), nil
 }

@@ -313,13 +313,25 @@ func TestFlushTriggersBySizeAndByTimer(t *testing.T) {
 }
 
 func TestFailedWALWritePoisonsStoreAndLosesNothingAcknowledged(t *testing.T) {
+	t.Run("buffered", func(t *testing.T) { failWALWrite(t, true) })
+	t.Run("direct", func(t *testing.T) { failWALWrite(t, false) })
+}
+
+// failWALWrite fails a WAL write of a store with or without syncs (with
+// syncs the log is direct where the file system allows it).
+func failWALWrite(t *testing.T, noSync bool) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openNoFlush(t, dir)
+	s, err := Open(Config{Dir: dir, NoSync: noSync, noFlush: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	if !noSync {
+		requireDirect(t, s.wals[0], dir)
+	}
 	require.NoError(t, put(ctx, s, 0, 1, "k", "v"))
 	require.NoError(t, s.wals[0].f.Close()) // every later write to the log fails (no flush: file 0 stays active)
 
-	err := put(ctx, s, 0, 1, "k2", "v2")
+	err = put(ctx, s, 0, 1, "k2", "v2")
 	require.ErrorIs(t, err, ErrFailed)
 	require.ErrorIs(t, put(ctx, s, 0, 1, "k3", "v3"), ErrFailed, "a poisoned store refuses every write")
 	_, err = s.Promise(ctx, 0, 2)
@@ -419,9 +431,8 @@ func TestDirectWALHoldsEveryRecordAcrossBlocks(t *testing.T) {
 	w, _, err := openWAL(dir, 0, false)
 	require.NoError(t, err)
 	defer w.close()
-	if !w.direct {
-		t.Skip("the file system of the test's temporary directory does not support O_DIRECT")
-	}
+	require.NoError(t, w.useDirect())
+	requireDirect(t, w, dir)
 	path := filepath.Join(dir, walFileName(0))
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := range 2 {
@@ -445,6 +456,25 @@ func TestDirectWALHoldsEveryRecordAcrossBlocks(t *testing.T) {
 		}
 		w.reset()
 	}
+}
+
+// requireDirect skips the test where the file system of dir refuses
+// direct writes, and fails it if w does not use them although it allows
+// them.
+func requireDirect(t *testing.T, w *wal, dir string) {
+	t.Helper()
+	probe := filepath.Join(dir, "direct-probe")
+	require.NoError(t, os.WriteFile(probe, make([]byte, walBlock), 0o600))
+	defer os.Remove(probe)
+	f, err := openDirect(probe)
+	if err == nil {
+		_, err = f.WriteAt(alignedBlocks(walBlock), 0)
+		f.Close()
+	}
+	if err != nil {
+		t.Skipf("the file system of the test's temporary directory refuses direct writes: %v", err)
+	}
+	require.True(t, w.direct, "the log does not use direct writes, which the file system allows")
 }
 
 // walRecord returns a framed WAL record of sequence seq.
