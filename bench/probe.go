@@ -31,9 +31,10 @@ type durableWrite struct {
 	d   time.Duration
 }
 
-func (f floor) fsync() time.Duration { return f.writes[0].d }
+// durable is the cheapest durable write's time.
+func (f floor) durable() time.Duration { return f.writes[0].d }
 
-func (f floor) total() time.Duration { return f.rtt + f.fsync() }
+func (f floor) total() time.Duration { return f.rtt + f.durable() }
 
 func (f floor) String() string {
 	var others []string
@@ -44,7 +45,7 @@ func (f floor) String() string {
 	if len(others) > 0 {
 		also = "; " + strings.Join(others, ", ")
 	}
-	return fmt.Sprintf("loopback round trip %v + durable write %v (%s%s) = %v", f.rtt.Round(time.Microsecond), f.fsync().Round(time.Microsecond), f.writes[0].how, also, f.total().Round(time.Microsecond))
+	return fmt.Sprintf("loopback round trip %v + durable write %v (%s%s) = %v", f.rtt.Round(time.Microsecond), f.durable().Round(time.Microsecond), f.writes[0].how, also, f.total().Round(time.Microsecond))
 }
 
 // probeFloor measures the median of n TCP ping-pongs of 64 bytes on
@@ -118,7 +119,7 @@ func probeSync(dir string, n int) (time.Duration, error) {
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	buf := make([]byte, valueSize)
+	buf := probeBytes(make([]byte, valueSize))
 	samples := make([]time.Duration, n)
 	for i := range samples {
 		t := time.Now()
@@ -151,6 +152,15 @@ func preallocated(path string, size, flags int) (*os.File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// probeBytes fills b with non-zero bytes, so that no layer below can skip
+// the write as zeros over zeros.
+func probeBytes(b []byte) []byte {
+	for i := range b {
+		b[i] = byte(i%251 + 1)
+	}
+	return b
 }
 
 func median(d []time.Duration) time.Duration {

@@ -27,7 +27,7 @@ func probeDirect(dir string, n int) (time.Duration, error) {
 	defer f.Close()
 	mem := make([]byte, 2*block)
 	skip := -int(uintptr(unsafe.Pointer(&mem[0]))) & (block - 1)
-	buf := mem[skip : skip+block]
+	buf := probeBytes(mem[skip : skip+block])
 	samples := make([]time.Duration, n)
 	for i := range samples {
 		t := time.Now()
