@@ -12,15 +12,21 @@ import (
 
 // resume serves claim c of partition p again after a restart, if no higher
 // epoch was promised meanwhile: the start marker at c's epoch is a fenced
-// write, so it fails if anyone prepared a higher ballot. If c names this
-// node alone and the store forgot it, p's only copy is lost, and p is not
-// served unless Config.AcceptDataLoss says to serve it empty.
+// write, so it fails if anyone prepared a higher ballot. It never resumes a
+// claim the store forgot (its data directory was lost): with other
+// replicas, they hold p's data and a new claim must sync this node first
+// (a marker written meanwhile would make its store look like a replica's
+// that remembers); alone, p's only copy is lost, and p is served again
+// only if Config.AcceptDataLoss says to serve it empty.
 func (o *Owner) resume(p int, c store.Claim) bool {
 	forgot, err := o.forgot(p, c)
-	if err != nil {
+	switch {
+	case err != nil:
 		return false
-	}
-	if forgot && len(c.Replicas) == 1 && !o.cfg.AcceptDataLoss {
+	case forgot && len(c.Replicas) > 1:
+		o.cfg.Logger.Debug("not resuming a claim this node forgot: a new claim syncs it first", "partition", p, "epoch", c.Epoch)
+		return false
+	case forgot && !o.cfg.AcceptDataLoss:
 		if o.parts[p].reportLost() {
 			o.cfg.Logger.Error("not serving a partition whose only copy this node lost: restore its data directory, or restart it with AcceptDataLoss to serve the partition empty",
 				"partition", p, "epoch", c.Epoch)

@@ -140,6 +140,25 @@ func TestReplicaThatLostItsDataTakesNoPartInAcquisitions(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// A node that forgot a claim it owns, with replicas that hold the data
+// (it acquired it, then lost its directory), must not serve it again, nor
+// write to its store: a start marker committed there would make its blank
+// store look like a replica's, and it would then count toward majorities
+// without the acknowledged writes. A new claim syncs it instead.
+func TestForgottenReplicatedClaimIsNotResumed(t *testing.T) {
+	r, s := replicaOf(t, func(c *Config) {
+		c.Transport = flakyTransport{} // the backups would confirm the marker
+		c.AcceptDataLoss = true        // which never gives up a replicated claim
+	})
+	claim := store.Claim{Epoch: 4, Owner: "r", Replicas: []string{"r", "a", "b"}}
+	require.False(t, r.resume(1, claim))
+	_, serving := r.Serving(1)
+	require.False(t, serving)
+	m, err := s.Meta(1)
+	require.NoError(t, err)
+	require.Zero(t, m.Position, "the node wrote a start marker to a store that forgot the claim")
+}
+
 // AcceptDataLoss gives up only data that has no other copy: a forgotten
 // claim whose only replica was this node. A forgotten claim with other
 // replicas is still refused, whose majority holds its data.
