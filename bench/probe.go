@@ -141,14 +141,13 @@ func preallocated(path string, size, flags int) (*os.File, error) {
 		return nil, err
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|flags, 0)
-	if err == nil {
-		err = f.Sync()
-	}
 	if err != nil {
 		os.Remove(path)
-		if f != nil {
-			f.Close()
-		}
+		return nil, err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(path)
 		return nil, err
 	}
 	return f, nil

@@ -69,9 +69,9 @@ type wal struct {
 	noSync bool
 	// direct is set when f is open with O_DIRECT|O_DSYNC (see above).
 	direct bool
-	// tail holds the log's bytes from the start of off's block to off,
-	// when direct; buf is the aligned buffer of direct writes.
-	tail, buf []byte
+	// buf is the aligned buffer of direct writes. It starts with the tail:
+	// the log's bytes from the start of off's block to off.
+	buf []byte
 
 	// off is where the next frame is written.
 	// Invariant: off <= size.
@@ -135,7 +135,7 @@ func (w *wal) useDirect() error {
 		return nil
 	}
 	_ = w.f.Close()
-	w.f, w.direct, w.tail = f, true, make([]byte, 0, walBlock)
+	w.f, w.direct, w.buf = f, true, alignedBlocks(walBlock)
 	return nil
 }
 
@@ -190,16 +190,16 @@ func (w *wal) append(payload []byte) error {
 	if err := w.write(rec); err != nil {
 		return w.fail(err)
 	}
-	if w.direct {
-		if from := end &^ (walBlock - 1); from > w.off {
-			w.tail = append(w.tail[:0], rec[from-w.off:]...)
-		} else {
-			w.tail = append(w.tail, rec...)
-		}
+	if w.direct { // the new tail goes to the front of buf
+		written := w.tail() + len(rec)
+		copy(w.buf, w.buf[written&^(walBlock-1):written])
 	}
 	w.off = end
 	return nil
 }
+
+// tail is the length of the log's bytes before off in off's block.
+func (w *wal) tail() int { return int(w.off & (walBlock - 1)) }
 
 // write writes b at off, durably unless noSync, without moving off. A
 // direct write starts at off's block with the tail and ends with zeros at
@@ -211,17 +211,16 @@ func (w *wal) write(b []byte) error {
 		}
 		return fdatasync(w.f)
 	}
-	start := w.off - int64(len(w.tail))
-	n := len(w.tail) + len(b)
-	n = (n + walBlock - 1) &^ (walBlock - 1)
-	if cap(w.buf) < n {
-		w.buf = alignedBlocks(n)
+	tail := w.tail()
+	n := (tail + len(b) + walBlock - 1) &^ (walBlock - 1)
+	if len(w.buf) < n {
+		buf := alignedBlocks(n)
+		copy(buf, w.buf[:tail])
+		w.buf = buf
 	}
-	buf := w.buf[:n]
-	k := copy(buf, w.tail)
-	k += copy(buf[k:], b)
-	clear(buf[k:])
-	_, err := w.f.WriteAt(buf, start)
+	k := tail + copy(w.buf[tail:], b)
+	clear(w.buf[k:n])
+	_, err := w.f.WriteAt(w.buf[:n], w.off-int64(tail))
 	return err
 }
 
@@ -243,7 +242,7 @@ func (w *wal) fail(err error) error {
 
 // reset makes the next frame go to offset 0: every frame written so far is
 // applied to the data file, durably.
-func (w *wal) reset() { w.off, w.tail = 0, w.tail[:0] }
+func (w *wal) reset() { w.off = 0 }
 
 // close closes the file.
 func (w *wal) close() error {
