@@ -79,7 +79,7 @@ func (m Sync) Encode() []byte {
 	var e wire.Encoder
 	e.Uvarint(uint64(m.P))
 	e.Uvarint(uint64(m.Ballot))
-	e.Uvarint(uint64(m.Base))
+	EncodeClaim(&e, m.Base)
 	e.String(m.Source)
 	EncodePosition(&e, m.Pos)
 	return e.Out()
@@ -88,7 +88,7 @@ func (m Sync) Encode() []byte {
 // DecodeSync decodes a Sync.
 func DecodeSync(b []byte) (Sync, error) {
 	d := wire.NewDecoder(b)
-	m := Sync{P: DecodePartition(d), Ballot: epoch.Epoch(d.Uvarint()), Base: epoch.Epoch(d.Uvarint()), Source: d.String(), Pos: DecodePosition(d)}
+	m := Sync{P: DecodePartition(d), Ballot: epoch.Epoch(d.Uvarint()), Base: DecodeClaim(d), Source: d.String(), Pos: DecodePosition(d)}
 	return m, finish(d, "sync")
 }
 

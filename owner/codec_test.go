@@ -27,9 +27,9 @@ func TestMessagesRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Accept{P: 5, Base: base, Value: claim}, a)
 
-	s, err := DecodeSync(Sync{P: 5, Ballot: 9, Base: 3, Source: "a", Pos: meta.Position}.Encode())
+	s, err := DecodeSync(Sync{P: 5, Ballot: 9, Base: base, Source: "a", Pos: meta.Position}.Encode())
 	require.NoError(t, err)
-	require.Equal(t, Sync{P: 5, Ballot: 9, Base: 3, Source: "a", Pos: meta.Position}, s)
+	require.Equal(t, Sync{P: 5, Ballot: 9, Base: base, Source: "a", Pos: meta.Position}, s)
 
 	ch, err := DecodeChoose(Choose{P: 5, Claim: claim, Final: true}.Encode())
 	require.NoError(t, err)

@@ -130,7 +130,8 @@ func (o *Owner) learn(ctx context.Context, p int, c store.Claim) error {
 }
 
 // HandleSync brings this node's copy of a partition up to req.Pos by
-// copying it from req.Source under req.Ballot. A copy already at req.Pos is
+// copying it from req.Source under req.Ballot. It first learns the
+// proposal's base claim (see Sync.Base). A copy already at req.Pos is
 // kept, but the promise is raised to req.Ballot as a copy would raise it,
 // in the transaction that checks the position (store.Keep): the promise is
 // how learn knows the copy may serve a newer proposal. The copy is
@@ -147,6 +148,9 @@ func (o *Owner) HandleSync(ctx context.Context, req Sync) error {
 	if err := o.checkPartition(req.P); err != nil {
 		return err
 	}
+	if err := o.learn(ctx, req.P, req.Base); err != nil {
+		return err
+	}
 	m, err := o.store.Meta(req.P)
 	if err != nil {
 		return err
@@ -156,6 +160,12 @@ func (o *Owner) HandleSync(ctx context.Context, req Sync) error {
 		// node learning a claim it is not a replica of) may have committed
 		// since the read above. Then the copy is fetched like any other.
 		err := o.store.Keep(ctx, req.P, req.Ballot, req.Pos)
+		if err == nil {
+			// The copy may have moved since this node last applied a
+			// replicated batch (it owned the partition meanwhile): the new
+			// owner's first batch must re-read the position.
+			o.parts[req.P].forgetQueued()
+		}
 		if !errors.Is(err, store.ErrPosition) {
 			return err
 		}
@@ -164,10 +174,10 @@ func (o *Owner) HandleSync(ctx context.Context, req Sync) error {
 		}
 	}
 	switch {
-	case m.HasChosen && m.Chosen.Epoch > req.Base && (m.Final || m.Chosen.Base != req.Base):
-		return fmt.Errorf("owner: sync of partition %d refused: claim %d is newer than the proposal's base %d", req.P, m.Chosen.Epoch, req.Base)
-	case m.Position.Epoch > req.Base:
-		return fmt.Errorf("owner: sync of partition %d refused: data written at epoch %d, after the proposal's base %d", req.P, m.Position.Epoch, req.Base)
+	case m.HasChosen && m.Chosen.Epoch > req.Base.Epoch && (m.Final || m.Chosen.Base != req.Base.Epoch):
+		return fmt.Errorf("owner: sync of partition %d refused: claim %d is newer than the proposal's base %d", req.P, m.Chosen.Epoch, req.Base.Epoch)
+	case m.Position.Epoch > req.Base.Epoch:
+		return fmt.Errorf("owner: sync of partition %d refused: data written at epoch %d, after the proposal's base %d", req.P, m.Position.Epoch, req.Base.Epoch)
 	case req.Source == o.cfg.Self:
 		return fmt.Errorf("owner: sync of partition %d: own position %v is not the expected %v", req.P, m.Position, req.Pos)
 	}
@@ -197,7 +207,7 @@ func (o *Owner) HandleSync(ctx context.Context, req Sync) error {
 		after = next
 	}
 	defer o.parts[req.P].forgetQueued()
-	o.cfg.Logger.Info("copying partition", "partition", req.P, "ballot", req.Ballot, "base", req.Base, "source", req.Source, "position", req.Pos, "entries", entries, "replaced", m.Position)
+	o.cfg.Logger.Info("copying partition", "partition", req.P, "ballot", req.Ballot, "base", req.Base.Epoch, "source", req.Source, "position", req.Pos, "entries", entries, "replaced", m.Position)
 	return c.Install(ctx, req.Ballot, req.Pos)
 }
 
@@ -236,6 +246,11 @@ func (o *Owner) HandleHandoff(req Handoff) error {
 	c, ok := o.claims.Get(p)
 	if !ok {
 		return fmt.Errorf("owner: no claim known for partition %d", p)
+	}
+	o.closeMu.RLock()
+	defer o.closeMu.RUnlock()
+	if o.closed {
+		return ErrClosed
 	}
 	pt := o.parts[p]
 	if !pt.tryBusy(time.Now()) {

@@ -59,8 +59,13 @@ type Sync struct {
 	P int
 	// Ballot is the proposal's ballot; the copy is installed under it.
 	Ballot epoch.Epoch
-	// Base is the epoch of the proposal's base claim.
-	Base epoch.Epoch
+	// Base is the proposal's base claim, which is final. The target records
+	// it before anything else, as a Prepare or an Accept would: a replica
+	// that lost its data directory is readmitted by a sync (the copy raises
+	// its promise), and without the base it would not know that a successor
+	// of any older claim was chosen, nor refuse the proposers working from
+	// one.
+	Base store.Claim
 	// Source is the node to copy from: the promiser with the highest
 	// position.
 	Source string

@@ -49,6 +49,12 @@ type Owner struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
+	// closeMu orders Close against Submit and HandleHandoff, which start
+	// goroutines for callers outside the Owner: they start them under the
+	// read lock once they saw closed unset, and Close sets closed under the
+	// write lock before it waits, so it waits for every one of them.
+	closeMu sync.RWMutex
+	closed  bool
 }
 
 // New returns an Owner over cfg.Store, with the claims the store knows.
@@ -174,6 +180,9 @@ func (o *Owner) Start(r Ring) {
 // not hand partitions off (see Leave). It is idempotent.
 func (o *Owner) Close() {
 	o.once.Do(func() {
+		o.closeMu.Lock()
+		o.closed = true
+		o.closeMu.Unlock()
 		o.cancel()
 		o.wg.Wait()
 		for _, pt := range o.parts {

@@ -262,7 +262,7 @@ func (a *Proposer) startSync() []Message {
 	a.phase = Syncing
 	out := make([]Message, 0, len(a.value.Replicas))
 	for _, r := range a.value.Replicas {
-		out = append(out, Message{To: r, Sync: &Sync{P: a.p, Ballot: a.ballot, Base: a.base.Epoch, Source: source, Pos: pos}})
+		out = append(out, Message{To: r, Sync: &Sync{P: a.p, Ballot: a.ballot, Base: a.base, Source: source, Pos: pos}})
 	}
 	return out
 }

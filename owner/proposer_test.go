@@ -64,7 +64,7 @@ func TestProposerReproposesTheHighestAcceptedSuccessorOfItsBase(t *testing.T) {
 	syncs := a.OnPromise("b", promise(mb))
 	require.Len(t, syncs, 2, "one Sync per replica of the re-proposed value")
 	for _, m := range syncs {
-		require.Equal(t, Sync{P: 0, Ballot: 8, Base: 4, Source: "b", Pos: store.Position{Epoch: 4, LSN: 5}}, *m.Sync,
+		require.Equal(t, Sync{P: 0, Ballot: 8, Base: base3, Source: "b", Pos: store.Position{Epoch: 4, LSN: 5}}, *m.Sync,
 			"the data comes from the most advanced promiser")
 	}
 	require.Equal(t, []string{"c", "a"}, []string{syncs[0].To, syncs[1].To})

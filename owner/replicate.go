@@ -60,9 +60,19 @@ func (c *Commit) Err() error {
 // batch is committed here and, if the served claim has other replicas,
 // sent to them, each applying it only after every earlier batch of the
 // claim (b.Prev). It returns at once; the Commit reports when a majority
-// holds the batch. Calls commit in the order they call Submit.
+// holds the batch. Calls commit in the order they call Submit. A batch the
+// store would refuse as invalid (store.Batch.Validate) fails at once and
+// takes no place in the claim's order; so does any batch after Close.
 func (o *Owner) Submit(l Lease, b *store.Batch) *Commit {
 	b.Epoch = l.Epoch
+	if err := b.Validate(); err != nil {
+		return decided(err)
+	}
+	o.closeMu.RLock()
+	defer o.closeMu.RUnlock()
+	if o.closed {
+		return decided(ErrClosed)
+	}
 	pt := l.part
 	pt.mu.Lock()
 	others := otherReplicas(pt.claim, o.cfg.Self)
@@ -80,6 +90,13 @@ func (o *Owner) Submit(l Lease, b *store.Batch) *Commit {
 	// partition's batches in the order they are numbered.
 	c := o.replicate(b, o.store.Submit(b), others)
 	pt.mu.Unlock()
+	return c
+}
+
+// decided returns a Commit whose outcome is err already.
+func decided(err error) *Commit {
+	c := &Commit{done: make(chan struct{}), err: err}
+	close(c.done)
 	return c
 }
 

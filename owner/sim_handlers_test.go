@@ -158,7 +158,8 @@ func (n *simNode) onReply(from string, payload any) {
 	n.afterProposer(p)
 }
 
-// onSync mirrors Owner.HandleSync: a copy already at the position is kept
+// onSync mirrors Owner.HandleSync: the base claim is learned first; a copy
+// already at the position is kept
 // (the promise raised to the ballot);
 // a replica that knows a claim newer than the base (a successor of the base
 // only if final), or holds data written after it, refuses, and so does the
@@ -166,6 +167,7 @@ func (n *simNode) onReply(from string, payload any) {
 // copy is fetched, then installed in one fenced step (onFetched).
 func (n *simNode) onSync(from string, m mSync) {
 	req := m.Req
+	n.learn(req.P, req.Base)
 	meta := n.meta(req.P)
 	switch {
 	case meta.Position == req.Pos:
@@ -176,8 +178,8 @@ func (n *simNode) onSync(from string, m mSync) {
 		}
 		n.send(from, mSynced{Att: m.Att, OK: true})
 		return
-	case meta.HasChosen && meta.Chosen.Epoch > req.Base && (meta.Final || meta.Chosen.Base != req.Base),
-		meta.Position.Epoch > req.Base,
+	case meta.HasChosen && meta.Chosen.Epoch > req.Base.Epoch && (meta.Final || meta.Chosen.Base != req.Base.Epoch),
+		meta.Position.Epoch > req.Base.Epoch,
 		req.Source == n.name:
 		n.send(from, mSynced{Att: m.Att})
 		return

@@ -207,7 +207,7 @@ func (m mAccepted) String() string {
 	return fmt.Sprintf("Accepted[a%d ok=%v %s]", m.Att, m.Reply.OK, fmtMeta(m.Reply.Meta))
 }
 func (m mSync) String() string {
-	return fmt.Sprintf("Sync[a%d p%d ballot=%d base=%d from %s to %d/%d]", m.Att, m.Req.P, m.Req.Ballot, m.Req.Base, m.Req.Source, m.Req.Pos.Epoch, m.Req.Pos.LSN)
+	return fmt.Sprintf("Sync[a%d p%d ballot=%d base=%s from %s to %d/%d]", m.Att, m.Req.P, m.Req.Ballot, fmtClaim(m.Req.Base), m.Req.Source, m.Req.Pos.Epoch, m.Req.Pos.LSN)
 }
 func (m mSynced) String() string { return fmt.Sprintf("Synced[a%d ok=%v]", m.Att, m.OK) }
 func (m mChoose) String() string {
@@ -381,7 +381,9 @@ func (n *simNode) sendAll(att uint64, msgs []owner.Message) {
 			req.Base, req.Value = cloneClaim(req.Base), cloneClaim(req.Value)
 			n.send(m.To, mAccept{Att: att, Req: req})
 		case m.Sync != nil:
-			n.send(m.To, mSync{Att: att, Req: *m.Sync})
+			req := *m.Sync
+			req.Base = cloneClaim(req.Base)
+			n.send(m.To, mSync{Att: att, Req: req})
 		case m.Choose != nil:
 			req := *m.Choose
 			req.Claim = cloneClaim(req.Claim)

@@ -38,7 +38,7 @@ func TestSyncDoesNotKeepACopyThatIsDroppedMeanwhile(t *testing.T) {
 	ctx := context.Background()
 	held := store.Position{Epoch: 11, LSN: 1}
 	dropping := store.Claim{Epoch: 16, Base: 11, Owner: "a", Replicas: []string{"a", "b", "c"}, BaseReplicas: []string{"r", "b", "c"}}
-	req := Sync{P: 1, Ballot: 17, Base: 16, Source: "b", Pos: held}
+	req := Sync{P: 1, Ballot: 17, Base: dropping, Source: "b", Pos: held}
 	const runs = 500
 	fetched := 0
 	for i := range runs {
@@ -123,7 +123,7 @@ func TestSyncInstallsEveryPageOrNothing(t *testing.T) {
 	require.NoError(t, err)
 	defer r.Close()
 	require.NoError(t, apply(ctx, r, write(5, store.Position{}, "old", "x")))
-	req := Sync{P: 1, Ballot: 17, Base: 11, Source: "b", Pos: held.Position}
+	req := Sync{P: 1, Ballot: 17, Base: store.Claim{Epoch: 11, Owner: "b", Replicas: []string{"b", "r"}}, Source: "b", Pos: held.Position}
 
 	require.Error(t, r.HandleSync(ctx, req))
 	v, ok, err := s.Get(1, []byte("old"))
@@ -170,4 +170,28 @@ func stagedCopies(t *testing.T, dir string) int {
 		return nil
 	}))
 	return n
+}
+
+// A copy kept by a sync (already at the position) may have moved since
+// this node last applied a replicated batch: it owned the partition
+// meanwhile, and its own writes went straight to its store. The new
+// owner's first batch follows the kept position and must apply at once,
+// not wait for predecessors that will never come.
+func TestSyncKeepingACopyAcceptsTheNewOwnersFirstBatch(t *testing.T) {
+	ctx := context.Background()
+	r, s := replicaOf(t)
+	require.NoError(t, apply(ctx, r, write(1, store.Position{}, "k", "as a backup of epoch 1")))
+	// As owner at epoch 2, its writes bypass the replication queue.
+	owned := store.Position{Epoch: 1, LSN: 1}
+	for i := range 3 {
+		b := write(2, owned, "k", fmt.Sprintf("as the owner, write %d", i))
+		require.NoError(t, s.Commit(ctx, &b))
+		owned = store.Position{Epoch: 2, LSN: owned.LSN + 1}
+	}
+	base := store.Claim{Epoch: 2, Owner: "r", Replicas: []string{"r", "b", "c"}}
+	require.NoError(t, r.HandleSync(ctx, Sync{P: 1, Ballot: 3, Base: base, Source: "b", Pos: owned}))
+	turnCtx, cancel := context.WithTimeout(ctx, replicaTurnWait/2)
+	defer cancel()
+	require.NoError(t, apply(turnCtx, r, write(3, owned, "k", "from the new owner")),
+		"the new owner's first batch waited for batches that will never come")
 }

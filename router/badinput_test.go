@@ -3,6 +3,7 @@ package router
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,6 +39,9 @@ func TestBadCallsGetClearErrors(t *testing.T) {
 	_, err = n.Call(ended, []byte("k"), "inc", make([]byte, n.cfg.MaxPayload+1))
 	require.ErrorIs(t, err, ErrPayloadTooLarge)
 
+	_, err = n.Call(ended, bytes.Repeat([]byte("k"), store.MaxKeySize+1), "inc", nil)
+	require.ErrorIs(t, err, ErrKeyTooLarge)
+
 	_, err = n.Call(ctx, []byte("k"), "inc", nil, RequestID(make([]byte, 65)))
 	require.Error(t, err)
 
@@ -45,6 +49,43 @@ func TestBadCallsGetClearErrors(t *testing.T) {
 	v, err := n.Call(ctx, []byte("k"), "get", nil)
 	require.NoError(t, err)
 	require.Nil(t, v)
+
+	// An empty request ID is no request ID: each call runs.
+	for want := range uint64(2) {
+		v, err = n.Call(ctx, []byte("k"), "inc", nil, RequestID([]byte{}))
+		require.NoError(t, err)
+		require.Equal(t, want+1, binary.BigEndian.Uint64(v))
+	}
+}
+
+// With replicas, a write the store refuses as invalid must not break the
+// partition's order of batches: the owner keeps serving its claim, and the
+// next call of the partition commits at the same epoch. Call refuses such
+// a key up front; a node with other limits could still send one, so the
+// test enters at the owner's execute.
+func TestInvalidWriteLeavesThePartitionServing(t *testing.T) {
+	c := newTestCluster(t, 3, func(n *Node) { n.Handle("inc", counter) })
+	n := c.nodes[0]
+	bad := bytes.Repeat([]byte("k"), store.MaxKeySize+1)
+	p := n.Partition(bad)
+	cl, _ := n.Owner(p)
+	o := c.node(cl.Owner)
+	good := keyInPartition(o, p, "good")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := o.Call(ctx, good, "inc", nil)
+	require.NoError(t, err)
+	before, ok := o.Serving(p)
+	require.True(t, ok)
+
+	r := o.execute(ctx, callRequest{ID: newRequestID(time.Now()), Key: bad, Method: "inc"})
+	require.Equal(t, statusInvalid, r.Status, "%s", r.Body)
+
+	r = o.execute(ctx, callRequest{ID: newRequestID(time.Now()), Key: good, Method: "inc"})
+	require.Equal(t, statusOK, r.Status, "a good call after a refused one failed: %s", r.Body)
+	after, ok := o.Serving(p)
+	require.True(t, ok)
+	require.Equal(t, before.Epoch, after.Epoch, "the refused write made the partition change claims")
 }
 
 func TestHandlerErrorWritesNothing(t *testing.T) {

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -8,6 +9,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
+
+	"github.com/singlewriter/singlewriter/store"
 )
 
 // Retry pacing of Call while a partition has no reachable owner.
@@ -23,8 +26,9 @@ type callOptions struct{ id []byte }
 
 // RequestID sets the call's request ID (at most 64 bytes). Calls with the
 // same ID on the same key run once: a repeat returns the first one's stored
-// response (kept for Config.DedupRetention). Without it, Call draws a
-// random ID, which still makes Call's own retries safe.
+// response (kept for Config.DedupRetention). The same ID on another key is
+// another call. Without it, or with an empty one, Call draws a random ID,
+// which still makes Call's own retries safe.
 func RequestID(id []byte) CallOption {
 	return func(o *callOptions) { o.id = id }
 }
@@ -35,8 +39,10 @@ func RequestID(id []byte) CallOption {
 // answers or ctx ends. Its errors match ErrUnavailable (no owner answered
 // in time), ErrUnknownMethod, ErrHandler, ErrStaleEpoch (replication factor
 // 1 only: the handler ran but the partition moved on before its commit:
-// nothing was written), ErrPayloadTooLarge, ErrResultTooLarge, ErrEmptyKey or
-// ErrClosed.
+// nothing was written), ErrPayloadTooLarge, ErrResultTooLarge, ErrEmptyKey,
+// ErrKeyTooLarge or ErrClosed; or, with nothing written and no retry, an
+// error naming a write the owner's store refuses (a node whose limits
+// differ from this one's).
 func (n *Node) Call(ctx context.Context, key []byte, method string, payload []byte, opts ...CallOption) ([]byte, error) {
 	var o callOptions
 	for _, opt := range opts {
@@ -45,6 +51,8 @@ func (n *Node) Call(ctx context.Context, key []byte, method string, payload []by
 	switch {
 	case len(key) == 0:
 		return nil, ErrEmptyKey
+	case len(key) > store.MaxKeySize:
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrKeyTooLarge, len(key), store.MaxKeySize)
 	case len(payload) > n.cfg.MaxPayload:
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrPayloadTooLarge, len(payload), n.cfg.MaxPayload)
 	case len(o.id) > 64:
@@ -52,7 +60,7 @@ func (n *Node) Call(ctx context.Context, key []byte, method string, payload []by
 	case n.ctx.Err() != nil || !n.ready.Load():
 		return nil, ErrClosed
 	}
-	if o.id == nil {
+	if len(o.id) == 0 {
 		o.id = newRequestID(time.Now())
 	}
 	req := callRequest{ID: o.id, Key: key, Method: method, Payload: payload}
@@ -71,6 +79,8 @@ func (n *Node) Call(ctx context.Context, key []byte, method string, payload []by
 				return nil, fmt.Errorf("%w: %s", ErrHandler, r.Body)
 			case statusTooLarge:
 				return nil, fmt.Errorf("%w: %s; nothing was written", ErrResultTooLarge, r.Body)
+			case statusInvalid:
+				return nil, fmt.Errorf("router: the owner's store refuses the call's write (%s); nothing was written", r.Body)
 			case statusStale:
 				refusal := strings.TrimPrefix(string(r.Body), "epoch: ")
 				if n.cfg.ReplicationFactor == 1 {
@@ -126,6 +136,9 @@ func (n *Node) route(ctx context.Context, p int, req callRequest) (callResponse,
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		defer context.AfterFunc(n.ctx, cancel)()
+		// The call may outlive this attempt (ctx ends first): it must not
+		// share the caller's buffers, which the caller may reuse.
+		req.ID, req.Key, req.Payload = bytes.Clone(req.ID), bytes.Clone(req.Key), bytes.Clone(req.Payload)
 		return n.execute(ctx, req), nil
 	}
 	addr, err := n.rpcAddr(c.Owner)

@@ -40,6 +40,9 @@ const (
 	// statusTooLarge: the handler's response and written value exceed
 	// Config.MaxPayload; nothing was written.
 	statusTooLarge
+	// statusInvalid: the owner's store refuses the call's write as
+	// invalid (store.Batch.Validate); nothing was written.
+	statusInvalid
 )
 
 type callRequest struct {

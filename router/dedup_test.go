@@ -116,3 +116,28 @@ func TestGeneratedRequestIDsAreUniqueAndSortByCreationTime(t *testing.T) {
 	require.Negative(t, bytes.Compare(a, later))
 	require.Negative(t, bytes.Compare(b, later))
 }
+
+// RequestID's promise is per key: the same ID on another key is another
+// call, whichever partitions the two keys fall in (here the same one, where
+// a dedup record named by the ID alone would answer for both).
+func TestSameRequestIDOnAnotherKeyIsAnotherCall(t *testing.T) {
+	h := &countingInc{}
+	c := newReplicatedCluster(t, 1, 1, func(n *Node) { n.Handle("inc", h.handle); n.Handle("get", get) })
+	n := c.nodes[0]
+	debit := []byte("account-a")
+	credit := keyInPartition(n, n.Partition(debit), "account-b")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	id := RequestID([]byte("transfer-42"))
+	_, err := n.Call(ctx, debit, "inc", nil, id)
+	require.NoError(t, err)
+	_, err = n.Call(ctx, credit, "inc", nil, id)
+	require.NoError(t, err)
+	v, err := n.Call(ctx, credit, "get", nil)
+	require.NoError(t, err)
+	require.Len(t, v, 8, "the second key was never written: its call got the first key's stored response")
+	require.Equal(t, int64(2), h.runs.Load())
+	_, err = n.Call(ctx, credit, "inc", nil, id)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), h.runs.Load(), "a repeat on the same key ran again")
+}

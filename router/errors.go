@@ -27,6 +27,9 @@ var (
 	ErrResultTooLarge = errors.New("router: handler result too large")
 	// ErrEmptyKey is returned by Call for an empty key.
 	ErrEmptyKey = errors.New("router: empty key")
+	// ErrKeyTooLarge is returned by Call, before anything is sent, for a
+	// key longer than store.MaxKeySize.
+	ErrKeyTooLarge = errors.New("router: key too large")
 	// ErrClosed is returned by every method after Close or Leave, and by
 	// Call before Start.
 	ErrClosed = errors.New("router: node closed")

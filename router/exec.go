@@ -1,10 +1,14 @@
 package router
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/singlewriter/singlewriter/epoch"
 	"github.com/singlewriter/singlewriter/owner"
@@ -133,9 +137,9 @@ func (pe *partExec) run(n *Node, j *job) {
 		j.done <- notServed(err)
 		return
 	}
-	id := string(j.req.ID)
+	id := dedupID(j.req)
 	pe.mu.Lock()
-	pr := pe.responses[id]
+	pr := pe.responses[string(id)]
 	pe.mu.Unlock()
 	if pr != nil { // a retry of a call whose commit is still pending
 		n.wg.Add(1)
@@ -147,7 +151,7 @@ func (pe *partExec) run(n *Node, j *job) {
 		}()
 		return
 	}
-	if body, ok, err := n.store.Response(pe.p, j.req.ID); err != nil || ok {
+	if body, ok, err := n.store.Response(pe.p, id); err != nil || ok {
 		if err == nil {
 			err = confirm(n, lease)
 		}
@@ -162,7 +166,19 @@ func (pe *partExec) run(n *Node, j *job) {
 		return
 	}
 	req := &Request{Key: j.req.Key, Method: j.req.Method, Payload: j.req.Payload, Partition: pe.p, Epoch: lease.Epoch, State: st}
+	returned := false
+	defer func() {
+		if !returned {
+			// The handler ended this goroutine (runtime.Goexit): its call
+			// fails, and a new worker takes the rest of the key's queue.
+			lease.Release()
+			j.done <- callResponse{Status: statusHandlerError, Body: []byte("the handler ended its goroutine (runtime.Goexit)")}
+			n.wg.Add(1)
+			go pe.work(n, string(j.req.Key))
+		}
+	}()
 	body, err := callHandler(j.ctx, j.h, req)
+	returned = true
 	if err != nil {
 		lease.Release()
 		j.done <- callResponse{Status: statusHandlerError, Body: []byte(err.Error())}
@@ -173,18 +189,29 @@ func (pe *partExec) run(n *Node, j *job) {
 		j.done <- callResponse{Status: statusTooLarge, Body: fmt.Appendf(nil, "response and value of %d bytes, limit %d", size, n.cfg.MaxPayload)}
 		return
 	}
-	pe.submit(n, j, lease, st, body)
+	pe.submit(n, j, lease, id, st, body)
 }
 
-// submit records the call's writes in the overlay and sends its commit.
-func (pe *partExec) submit(n *Node, j *job, lease owner.Lease, st *State, body []byte) {
-	b := &store.Batch{Partition: pe.p, RequestID: j.req.ID, Response: body}
-	key, id := string(j.req.Key), string(j.req.ID)
+// submit records the call's writes in the overlay and sends its commit,
+// with its response stored as dedup record dedup. A write the store would
+// refuse as invalid is
+// refused first: that refusal is not permanent for the epoch, so it must
+// never reach the overlay (see partExec).
+func (pe *partExec) submit(n *Node, j *job, lease owner.Lease, dedup []byte, st *State, body []byte) {
+	b := &store.Batch{Partition: pe.p, RequestID: dedup, Response: body}
+	if st.changed {
+		b.Writes = []store.KV{{Key: j.req.Key, Value: st.value}}
+	}
+	if err := b.Validate(); err != nil {
+		lease.Release()
+		j.done <- callResponse{Status: statusInvalid, Body: []byte(err.Error())}
+		return
+	}
+	key, id := string(j.req.Key), string(dedup)
 	var w *pendingWrite
 	pr := &pendingResponse{body: body, done: make(chan struct{})}
 	pe.mu.Lock()
 	if st.changed {
-		b.Writes = []store.KV{{Key: j.req.Key, Value: st.value}}
 		w = &pendingWrite{value: st.value, epoch: lease.Epoch}
 		pe.overlay[key] = w
 	}
@@ -229,10 +256,20 @@ func (pe *partExec) state(n *Node, key []byte, e epoch.Epoch) (*State, error) {
 	w := pe.overlay[string(key)]
 	pe.mu.Unlock()
 	if w != nil && w.epoch == e {
-		return &State{old: w.value, found: w.value != nil}, nil
+		// A copy: the pending batch still commits w.value, and the handler
+		// owns what Get returns.
+		return &State{old: bytes.Clone(w.value), found: w.value != nil}, nil
 	}
 	v, ok, err := n.store.Get(pe.p, key)
 	return &State{old: v, found: ok}, err
+}
+
+// dedupID names req's dedup record: its request ID, followed by the 64-bit
+// hash of its key, since the same ID on another key is another call. The
+// ID comes first, so records of time-ordered IDs stay at the end of the
+// partition's B-tree (see newRequestID).
+func dedupID(req callRequest) []byte {
+	return binary.BigEndian.AppendUint64(bytes.Clone(req.ID), xxhash.Sum64(req.Key))
 }
 
 // confirm commits an empty batch under lease and waits for it: once a

@@ -219,6 +219,15 @@ func counter(_ context.Context, req *Request) ([]byte, error) {
 	return out, nil
 }
 
+// keyInPartition returns a key of the form prefix-i in partition p.
+func keyInPartition(n *Node, p int, prefix string) []byte {
+	for i := 0; ; i++ {
+		if k := fmt.Appendf(nil, "%s-%d", prefix, i); n.Partition(k) == p {
+			return k
+		}
+	}
+}
+
 // get is a handler that returns the key's value.
 func get(_ context.Context, req *Request) ([]byte, error) {
 	v, _ := req.State.Get()

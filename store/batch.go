@@ -86,7 +86,7 @@ func (p *Pending) finish(err error) {
 // caller must not modify b until Done is closed. An invalid batch fails
 // with ErrInvalid.
 func (s *Store) Submit(b *Batch) *Pending {
-	if err := b.validate(); err != nil {
+	if err := b.Validate(); err != nil {
 		p := &Pending{done: make(chan struct{})}
 		p.finish(err)
 		return p
@@ -102,9 +102,13 @@ func (s *Store) Commit(ctx context.Context, b *Batch) error {
 	return s.Submit(b).Wait(ctx)
 }
 
-// validate rejects a batch that bbolt would refuse, so that bad input fails
-// alone instead of failing (and poisoning) a whole group.
-func (b *Batch) validate() error {
+// MaxKeySize is the longest key, and request ID, a Batch may carry.
+const MaxKeySize = bolt.MaxKeySize
+
+// Validate returns the error, matching ErrInvalid, for which Submit would
+// refuse b: a batch that bbolt would refuse fails alone instead of failing
+// (and poisoning) a whole group.
+func (b *Batch) Validate() error {
 	if b == nil {
 		return fmt.Errorf("%w: nil batch", ErrInvalid)
 	}
@@ -136,8 +140,8 @@ func checkKey(k []byte) error {
 	if len(k) == 0 {
 		return fmt.Errorf("%w: empty key", ErrInvalid)
 	}
-	if len(k) > bolt.MaxKeySize {
-		return fmt.Errorf("%w: key of %d bytes, max %d", ErrInvalid, len(k), bolt.MaxKeySize)
+	if len(k) > MaxKeySize {
+		return fmt.Errorf("%w: key of %d bytes, max %d", ErrInvalid, len(k), MaxKeySize)
 	}
 	return nil
 }
