@@ -135,7 +135,8 @@ type reply struct {
 
 // drive sends the proposer's messages, feeds the answers back and returns
 // its outcome. A message that fails counts as no answer; the attempt ends
-// when the proposer is done or no answer can arrive any more.
+// when the proposer is done or no answer can arrive any more
+// (Proposer.GiveUp).
 func (o *Owner) drive(prop *Proposer) Outcome {
 	replies := make(chan reply)
 	pending := 0
@@ -181,9 +182,7 @@ func (o *Owner) drive(prop *Proposer) Outcome {
 			return Outcome{Failed: true}
 		}
 	}
-	if prop.Phase() != Done {
-		return Outcome{Failed: true}
-	}
+	prop.GiveUp()
 	return prop.Outcome()
 }
 

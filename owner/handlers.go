@@ -26,6 +26,9 @@ func (o *Owner) HandlePrepare(ctx context.Context, req Prepare) (PromiseReply, e
 		return PromiseReply{}, err
 	}
 	if err := o.checkMemory(req.P, req.Base); err != nil {
+		if m, ok := o.newerFinal(req.P, req.Base); ok {
+			return PromiseReply{Meta: m}, nil
+		}
 		return PromiseReply{}, err
 	}
 	pt := o.parts[req.P]
@@ -75,6 +78,9 @@ func (o *Owner) HandleAccept(ctx context.Context, req Accept) (AcceptReply, erro
 		return AcceptReply{}, err
 	}
 	if err := o.checkMemory(req.P, req.Base); err != nil {
+		if m, ok := o.newerFinal(req.P, req.Base); ok {
+			return AcceptReply{Meta: m}, nil
+		}
 		return AcceptReply{}, err
 	}
 	if err := o.learn(ctx, req.P, req.Base); err != nil {
@@ -154,6 +160,15 @@ func (o *Owner) HandleSync(ctx context.Context, req Sync) error {
 	m, err := o.store.Meta(req.P)
 	if err != nil {
 		return err
+	}
+	if blank(m) {
+		// Perhaps a replica that lost its data directory: what it promised
+		// or accepted before, in choosing the successor of the base or of
+		// an older claim, is forgotten. Once the copy raises its promise it
+		// no longer looks blank, so that must be recorded first.
+		if err := o.store.Readmit(ctx, req.P, req.Base.Epoch); err != nil {
+			return err
+		}
 	}
 	if m.Position == req.Pos {
 		// Keep checks the position again with the promise: a Drop (this
@@ -280,12 +295,37 @@ func (o *Owner) checkPartition(p int) error {
 // copy to it (Install raises its promise). A claim whose only replica it
 // was has no other copy to protect: with Config.AcceptDataLoss it takes
 // part, with its empty store.
+//
+// A replica that a sync gave a copy again takes no part in choosing the
+// successor of that sync's base claim or of any older one (store.Readmit):
+// it may have promised or accepted in those choices before its loss. Had
+// it taken part, a proposer could count it in a majority that does not know
+// a successor the replica once helped choose, and choose another.
 func (o *Owner) checkMemory(p int, base store.Claim) error {
 	forgot, err := o.forgot(p, base)
-	if err != nil || !forgot || (o.cfg.AcceptDataLoss && len(base.Replicas) == 1) {
+	if err != nil {
 		return err
 	}
-	return fmt.Errorf("owner: partition %d: %s is a replica of the claim at epoch %d but holds no promise and no data of it (was its data directory lost?); it takes no part until a new claim syncs it", p, o.cfg.Self, base.Epoch)
+	if forgot && !(o.cfg.AcceptDataLoss && len(base.Replicas) == 1) {
+		return fmt.Errorf("owner: partition %d: %s is a replica of the claim at epoch %d but holds no promise and no data of it (was its data directory lost?); it takes no part until a new claim syncs it", p, o.cfg.Self, base.Epoch)
+	}
+	m, err := o.store.Meta(p)
+	if err != nil {
+		return err
+	}
+	if base.Epoch < m.Amnesia {
+		return fmt.Errorf("owner: partition %d: %s was given a copy again after losing its data, under a claim based on epoch %d; it takes no part in choosing the successor of the claim at epoch %d", p, o.cfg.Self, m.Amnesia-1, base.Epoch)
+	}
+	return nil
+}
+
+// newerFinal returns p's meta if it holds a final claim newer than base. A
+// replica that takes no part in choosing base's successor still answers
+// with it: that is no promise, and it tells the proposer where to go on
+// from (a readmitted replica knows the base of the claim that synced it).
+func (o *Owner) newerFinal(p int, base store.Claim) (store.Meta, bool) {
+	m, err := o.store.Meta(p)
+	return m, err == nil && m.HasChosen && m.Final && m.Chosen.Epoch > base.Epoch
 }
 
 // forgot reports whether this node is one of claim c's replicas but its
@@ -305,9 +345,14 @@ func (o *Owner) forgot(p int, c store.Claim) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	blank := m.Promised == 0 && m.Position == (store.Position{}) && m.Accepted.Owner == ""
 	if c.Epoch == 0 {
-		return blank && !m.HasChosen, nil
+		return blank(m) && !m.HasChosen, nil
 	}
-	return blank, nil
+	return blank(m), nil
+}
+
+// blank reports whether a partition's meta holds no promise, no accepted
+// proposal and no data.
+func blank(m store.Meta) bool {
+	return m.Promised == 0 && m.Position == (store.Position{}) && m.Accepted.Owner == ""
 }

@@ -299,14 +299,37 @@ func (a *Proposer) newer(from string, m store.Meta) bool {
 	a.blocked[from] = c
 	n := len(a.base.Replicas)
 	if len(a.blocked) > n-majority(n) {
-		for _, k := range sortedKeys(a.blocked) {
-			if b := a.blocked[k]; b.Epoch > c.Epoch {
-				c = b
-			}
-		}
-		a.finish(Outcome{Newer: &c})
+		a.finish(Outcome{Newer: a.newestBlocked()})
 	}
 	return true
+}
+
+// newestBlocked returns the newest of the chosen claims, not known to be
+// final, that replicas refused the attempt for.
+func (a *Proposer) newestBlocked() *store.Claim {
+	var c store.Claim
+	for _, k := range sortedKeys(a.blocked) {
+		if b := a.blocked[k]; b.Epoch > c.Epoch || c.Owner == "" {
+			c = b
+		}
+	}
+	return &c
+}
+
+// GiveUp ends an attempt to which no answer can arrive any more (its
+// messages failed or timed out). If a replica refused it for a chosen claim
+// newer than the base, not known to be final, that claim is the outcome, to
+// be made final (NewAnnouncer): that is safe, the claim was chosen, and the
+// replicas that did not answer may never answer (one that lost its data
+// refuses every attempt from this base, see Owner.HandlePrepare), so
+// waiting for enough refusals could wait forever. Otherwise the attempt
+// failed.
+func (a *Proposer) GiveUp() {
+	if len(a.blocked) > 0 {
+		a.finish(Outcome{Newer: a.newestBlocked()})
+		return
+	}
+	a.finish(Outcome{Failed: true})
 }
 
 func (a *Proposer) finish(o Outcome) {

@@ -147,3 +147,23 @@ func TestPlanAcquiresReplicatedClaimsAgainInsteadOfResumingOrWhenReplicasChange(
 		{P: 3, Action: Acquire, Claim: claims[3]},
 	}, steps)
 }
+
+// A proposer to which no more answers can come ends with the chosen claim
+// a replica refused it for, to be made final, rather than waiting for
+// refusals from replicas that may never answer (one that lost its data).
+func TestProposerThatGivesUpReportsTheChosenClaimItWasRefusedFor(t *testing.T) {
+	newer := store.Claim{Epoch: 6, Base: 4, Owner: "b", Replicas: []string{"b", "a", "c"}}
+	a := NewProposer(0, "d", base3, 7, []string{"d"})
+	a.Start()
+	require.Nil(t, a.OnPromise("a", PromiseReply{Meta: store.Meta{Promised: 6, HasChosen: true, Chosen: newer}}))
+	require.Equal(t, Preparing, a.Phase(), "one refusal of three leaves a majority possible")
+	a.GiveUp()
+	require.Equal(t, Done, a.Phase())
+	require.Equal(t, Outcome{Newer: &newer}, a.Outcome())
+
+	b := NewProposer(0, "d", base3, 7, []string{"d"})
+	b.Start()
+	require.Nil(t, b.OnPromise("a", promise(chosenAt(base3, 8, store.Position{}))))
+	b.GiveUp()
+	require.Equal(t, Outcome{Failed: true}, b.Outcome())
+}

@@ -10,6 +10,18 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// claimOn makes claim K (epoch 1, owner a, replicas a, b and c) final on
+// the stores of a, b and c, with k=v1 written under it, and returns it.
+func claimOn(t *testing.T, p int, stores ...*store.Store) store.Claim {
+	k := store.Claim{Epoch: 1, Owner: "a", Replicas: []string{"a", "b", "c"}, BaseReplicas: []string{"a"}}
+	for _, s := range stores {
+		_, err := s.Choose(context.Background(), p, k, true)
+		require.NoError(t, err)
+		require.NoError(t, s.Commit(context.Background(), &store.Batch{Partition: p, Epoch: 1, Writes: []store.KV{{Key: []byte("k"), Value: []byte("v1")}}}))
+	}
+	return k
+}
+
 // A replica that lost its data directory is readmitted by a Sync (the
 // install raises its promise), but it forgot the claims it recorded before
 // the loss. A proposer from the older base then counts it in a majority
@@ -23,7 +35,6 @@ import (
 // lost. c, cut off from b and still knowing only K, acquires from K: a and
 // c are a majority of K's replicas, neither remembers K2.
 func TestReadmittedAmnesiacReplicaDoesNotLetAStaleBaseGetASecondSuccessor(t *testing.T) {
-	ctx := context.Background()
 	const p = 1
 	m := &mesh{}
 	_, sa := m.add(t, "a")
@@ -34,12 +45,7 @@ func TestReadmittedAmnesiacReplicaDoesNotLetAStaleBaseGetASecondSuccessor(t *tes
 	m.add(t, "e")
 	table := &ring.Table{}
 
-	k := store.Claim{Epoch: 1, Owner: "a", Replicas: []string{"a", "b", "c"}, BaseReplicas: []string{"a"}}
-	for _, s := range []*store.Store{sa, sb, sc} {
-		_, err := s.Choose(ctx, p, k, true)
-		require.NoError(t, err)
-		require.NoError(t, s.Commit(ctx, &store.Batch{Partition: p, Epoch: 1, Writes: []store.KV{{Key: []byte("k"), Value: []byte("v1")}}}))
-	}
+	k := claimOn(t, p, sa, sb, sc)
 
 	// K2: c misses the Accept and every Choose.
 	m.setDrop(func(from, to, kind string) bool { return to == "c" && (kind == "accept" || kind == "choose") })
@@ -85,4 +91,56 @@ func TestReadmittedAmnesiacReplicaDoesNotLetAStaleBaseGetASecondSuccessor(t *tes
 	bErr := writeVia(t, b, p, "k", "from b")
 	require.Falsef(t, cErr == nil && bErr == nil,
 		"two owners acknowledged writes at once: b under %+v, c under %+v (both successors of %+v)", k3, kc, k)
+}
+
+// A replica that accepted a successor of a claim, lost its data directory
+// and was given a copy again by a competing proposal from the same claim
+// (its Sync raises the promise) must take no part in choosing that
+// successor any more: it forgot what it accepted, and a proposer counting
+// it in a majority could choose a second successor.
+//
+// K (epoch 1, replicas a, b, c): d's proposal is accepted by a and b, so it
+// is chosen, but no Choose arrives. a loses its directory. e's proposal
+// learns d's value from b's promise and syncs a, then loses its Accepts.
+// c's proposal, cut off from b, asks a and c, which accepted nothing.
+func TestReadmittedReplicaTakesNoPartInTheChoiceItForgot(t *testing.T) {
+	const p = 1
+	m := &mesh{}
+	_, sa := m.add(t, "a")
+	_, sb := m.add(t, "b")
+	c, sc := m.add(t, "c")
+	d, _ := m.add(t, "d")
+	e, _ := m.add(t, "e")
+	table := &ring.Table{}
+	k := claimOn(t, p, sa, sb, sc)
+
+	m.setDrop(func(from, to, kind string) bool { return kind == "choose" || to == "c" && kind == "accept" })
+	ok, _ := d.acquire(p, k, table, []string{"d", "a", "c"})
+	require.False(t, ok, "d's proposal is chosen but cannot be made final")
+	m.add(t, "a")
+
+	m.setDrop(func(from, to, kind string) bool { return kind == "choose" || kind == "accept" })
+	var meta store.Meta
+	for range 3 { // until e's ballot is above the promises of d's proposal
+		ok, seen := e.acquire(p, k, table, []string{"e", "a", "c"})
+		require.False(t, ok)
+		e.parts[p].done(false, time.Time{}, 0, seen)
+		var err error
+		meta, err = m.nodes["a"].store.Meta(p)
+		require.NoError(t, err)
+		if meta.Promised != 0 {
+			break
+		}
+	}
+	require.NotZero(t, meta.Promised, "e's Sync readmitted a")
+
+	m.setDrop(func(from, to, kind string) bool { return from == "c" && to == "b" || from == "b" && to == "c" })
+	for range 3 {
+		ok, seen := c.acquire(p, k, table, []string{"c", "d", "e"})
+		c.parts[p].done(ok, time.Time{}, 0, seen)
+		if ok {
+			got, _ := c.Serving(p)
+			require.Equal(t, "d", got.Owner, "a second successor of %+v was chosen, %+v, though d's proposal was", k, got)
+		}
+	}
 }

@@ -243,6 +243,23 @@ func (c *checker) acked(p int, id string, e epoch.Epoch) {
 	c.s.ackVersion++
 }
 
+// newestFinal returns p's final claim with the highest epoch.
+func (c *checker) newestFinal(p int) store.Claim {
+	var newest store.Claim
+	for k, v := range c.finals {
+		if k.p == p && k.e >= newest.Epoch {
+			newest = v
+		}
+	}
+	return newest
+}
+
+// wiped forgets the promises seen at n, whose data directory was lost.
+func (c *checker) wiped(n *simNode) {
+	i := slices.Index(c.s.nodes, n)
+	clear(c.promised[i])
+}
+
 // afterStep checks what is not checked at its source.
 func (c *checker) afterStep() {
 	for i, n := range c.s.nodes {

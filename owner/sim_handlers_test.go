@@ -86,6 +86,13 @@ func (n *simNode) learn(p int, c store.Claim) {
 // replica will promise, then owner.HandlePrepare answers.
 func (n *simNode) onPrepare(from string, m mPrepare) {
 	req := m.Req
+	if !n.checkMemory(req.P, req.Base) { // an error, no reply, unless a newer final claim is known
+		n.s.logf("%s refuses prepare for p%d: forgot %s", n.name, req.P, fmtClaim(req.Base))
+		if meta := n.meta(req.P); meta.HasChosen && meta.Final && meta.Chosen.Epoch > req.Base.Epoch {
+			n.send(from, mPromise{Att: m.Att, Reply: owner.PromiseReply{Meta: cloneMeta(*meta)}})
+		}
+		return
+	}
 	n.s.chk.acting(n.name, req.P, req.Base, "prepare base from "+from)
 	n.learn(req.P, req.Base)
 	meta := n.meta(req.P)
@@ -102,6 +109,13 @@ func (n *simNode) onPrepare(from string, m mPrepare) {
 
 // onAccept mirrors Owner.HandleAccept.
 func (n *simNode) onAccept(from string, m mAccept) {
+	if !n.checkMemory(m.Req.P, m.Req.Base) { // an error, no reply, unless a newer final claim is known
+		n.s.logf("%s refuses accept for p%d: forgot %s", n.name, m.Req.P, fmtClaim(m.Req.Base))
+		if meta := n.meta(m.Req.P); meta.HasChosen && meta.Final && meta.Chosen.Epoch > m.Req.Base.Epoch {
+			n.send(from, mAccepted{Att: m.Att, Reply: owner.AcceptReply{Meta: cloneMeta(*meta)}})
+		}
+		return
+	}
 	n.s.chk.acting(n.name, m.Req.P, m.Req.Base, "accept base from "+from)
 	n.learn(m.Req.P, m.Req.Base)
 	r, err := owner.HandleAccept(ctx, n.acc, m.Req)
@@ -158,8 +172,9 @@ func (n *simNode) onReply(from string, payload any) {
 	n.afterProposer(p)
 }
 
-// onSync mirrors Owner.HandleSync: the base claim is learned first; a copy
-// already at the position is kept
+// onSync mirrors Owner.HandleSync: the base claim is learned first, and a
+// blank replica is readmitted (Meta.Amnesia); a copy already at the
+// position is kept
 // (the promise raised to the ballot);
 // a replica that knows a claim newer than the base (a successor of the base
 // only if final), or holds data written after it, refuses, and so does the
@@ -169,6 +184,9 @@ func (n *simNode) onSync(from string, m mSync) {
 	req := m.Req
 	n.learn(req.P, req.Base)
 	meta := n.meta(req.P)
+	if n.blank(req.P) { // store.Readmit
+		meta.Amnesia = max(meta.Amnesia, req.Base.Epoch+1)
+	}
 	switch {
 	case meta.Position == req.Pos:
 		if meta.Promised < req.Ballot {

@@ -353,6 +353,36 @@ func (n *simNode) resetVolatile() {
 
 func (n *simNode) meta(p int) *store.Meta { return &n.acc.metas[p] }
 
+// wipe loses the node's durable state: its data directory is gone.
+func (n *simNode) wipe() {
+	n.acc.metas = make([]store.Meta, n.s.cfg.partitions)
+	n.logs = make([][]logEntry, n.s.cfg.partitions)
+	n.s.logVersion++
+}
+
+// blank reports whether the node holds no promise, no accepted proposal
+// and no data of p.
+func (n *simNode) blank(p int) bool {
+	m := n.meta(p)
+	return m.Promised == 0 && m.Position == (store.Position{}) && m.Accepted.Owner == ""
+}
+
+// forgot mirrors Owner.forgot: the node is one of c's replicas but its
+// store is blank for p (for a root claim, also without the claim itself).
+func (n *simNode) forgot(p int, c store.Claim) bool {
+	if !slices.Contains(c.Replicas, n.name) || !n.blank(p) {
+		return false
+	}
+	return c.Epoch != 0 || !n.meta(p).HasChosen
+}
+
+// checkMemory mirrors Owner.checkMemory: the node takes no part in
+// choosing base's successor if it forgot base or was given a copy again,
+// after losing its data, under base or a newer claim.
+func (n *simNode) checkMemory(p int, base store.Claim) bool {
+	return !n.forgot(p, base) && base.Epoch >= n.meta(p).Amnesia
+}
+
 func (n *simNode) send(to string, payload any) { n.s.send(n.name, to, payload) }
 
 // mergeClaim puts c in the claims table (only final claims may go there)
@@ -422,7 +452,7 @@ func (n *simNode) plan(p int, desired bool, replicas []string) {
 		return
 	}
 	switch {
-	case c.Owner == n.name && !n.fenced(p, c):
+	case c.Owner == n.name && !n.fenced(p, c) && !n.forgot(p, c):
 		n.s.logf("%s resume p%d %s", n.name, p, fmtClaim(c))
 		n.startServing(p, c)
 	case desired:
@@ -473,7 +503,8 @@ func (n *simNode) endAttempt(p int) {
 }
 
 // abandon ends a running acquire as drive does when no answer can arrive
-// any more (every request timed out).
+// any more (every request timed out): the proposer gives up, and its
+// outcome is acted on.
 func (n *simNode) abandon(p int) {
 	at := n.parts[p].at
 	if at == nil {
@@ -483,7 +514,8 @@ func (n *simNode) abandon(p int) {
 	if at.newer == nil {
 		at.seen = max(at.seen, at.prop.Ballot())
 	}
-	n.endAttempt(p)
+	at.prop.GiveUp()
+	n.afterProposer(p)
 }
 
 // attemptOf returns the partition whose running proposer is att.
@@ -553,12 +585,15 @@ func (n *simNode) afterProposer(p int) {
 }
 
 // actOnNewer is acquire's handling of a newer final claim: learn it, then
-// resume it if it is ours, else go on from it.
+// resume it if it is ours (unless this node forgot it, as Owner.resume),
+// else go on from it.
 func (n *simNode) actOnNewer(p int, c store.Claim) {
 	n.learn(p, c)
 	if c.Owner == n.name {
 		n.endAttempt(p)
-		n.startServing(p, c)
+		if !n.forgot(p, c) {
+			n.startServing(p, c)
+		}
 		return
 	}
 	n.propose(p, c)

@@ -31,6 +31,7 @@ var (
 	simSeeds = flag.Int("sim.seeds", 2000, "number of seeds TestSimulation runs")
 	simSeed  = flag.Int64("sim.seed", -1, "replay only this seed, printing its full trace with -v")
 	simSteps = flag.Int("sim.steps", 0, "random steps per seed (0: the default of each configuration)")
+	simWipe  = flag.Bool("sim.wipe", false, "let nodes lose their data directory too (finds a known liveness gap, see docs/PROTOCOL.md, Amnesia)")
 )
 
 // simConfig is one seed's simulation.
@@ -104,14 +105,11 @@ func newSim(cfg simConfig) *sim {
 	for i := range cfg.nodes {
 		s.nodes = append(s.nodes, newSimNode(s, fmt.Sprintf("n%d", i)))
 	}
-	// Bootstrap: the root claim of every partition is epoch 0, owned by n0,
-	// replicated by the first RF nodes. n0 records it as final (owner's
-	// bootstrap), every node has it in its claims table (as gossip would
-	// tell it), and n0 resumes it.
-	root := store.Claim{Owner: "n0"}
-	for i := range cfg.rf {
-		root.Replicas = append(root.Replicas, s.nodes[i].name)
-	}
+	// Bootstrap: the root claim of every partition is epoch 0, owned and
+	// replicated by n0 alone, as Owner.Bootstrap makes it (the other nodes
+	// join later). n0 records it as final, every node has it in its claims
+	// table (as gossip would tell it), and n0 resumes it.
+	root := store.Claim{Owner: "n0", Replicas: []string{"n0"}}
 	for p := range cfg.partitions {
 		s.chk.root(p, root)
 		if _, err := s.nodes[0].acc.Choose(ctx, p, cloneClaim(root), true); err != nil {
@@ -187,6 +185,7 @@ var actions = []struct {
 	{4, "retransmit", (*sim).randomRetransmit},
 	{3, "timeout", (*sim).randomTimeout},
 	{2, "crash", (*sim).randomCrash},
+	{1, "wipe", (*sim).randomWipe},
 	{3, "restart", (*sim).randomRestart},
 	{2, "cut", (*sim).randomCut},
 	{1, "isolate", (*sim).randomIsolate},
@@ -366,6 +365,45 @@ func (s *sim) crash(n *simNode) {
 	s.servingVersion++
 }
 
+// randomWipe crashes a node that also loses its data directory and comes
+// back blank under its name. It keeps within what replication tolerates,
+// one lost memory at a time: every claim whose successor may still be
+// being chosen, or known chosen only by its replicas (each partition's
+// newest final claim and newest chosen one, and their bases), and that
+// names the node has other replicas, and each of them remembers the
+// partition and takes part in that choice. A majority of the replicas
+// then still holds what was acknowledged and what was promised. With a
+// single replica the loss is the data's, and no wipe runs.
+func (s *sim) randomWipe() bool {
+	if !*simWipe || s.cfg.rf < 3 {
+		return false
+	}
+	n := s.nodes[s.rng.IntN(len(s.nodes))]
+	for p := range s.cfg.partitions {
+		final, chosen := s.chk.newestFinal(p), s.chk.newest[p]
+		for _, c := range []store.Claim{final, chosen, s.chk.chosen[pe{p, final.Base}], s.chk.chosen[pe{p, chosen.Base}]} {
+			if !slices.Contains(c.Replicas, n.name) {
+				continue
+			}
+			if len(c.Replicas) < 3 {
+				return false // the root claim, on n0 alone
+			}
+			for _, r := range c.Replicas {
+				if r != n.name && !s.node(r).checkMemory(p, c) {
+					return false
+				}
+			}
+		}
+	}
+	if n.up {
+		s.crash(n)
+	}
+	s.logf("WIPE %s", n.name)
+	n.wipe()
+	s.chk.wiped(n)
+	return true
+}
+
 func (s *sim) randomRestart() bool {
 	var down []*simNode
 	for _, n := range s.nodes {
@@ -482,11 +520,31 @@ func (s *sim) liveness() {
 		s.chk.afterStep()
 	}
 	for p := range s.cfg.partitions {
-		if !s.served(p) {
+		if !s.served(p) && s.recoverable(p) {
 			s.violate(vLiveness, "after %d rounds partition %d is not served at its newest claim %s (%s)", rounds, p, fmtClaim(s.chk.newest[p]), s.stuck(p))
 			return
 		}
 	}
+}
+
+// recoverable reports whether a majority of the replicas of p's newest
+// final claim can take part in choosing its successor. Lost data
+// directories can leave fewer (two faults among three replicas: one lost
+// its directory while another never got its copy), and then no node may
+// serve p again: that is the safe outcome.
+func (s *sim) recoverable(p int) bool {
+	c := s.chk.newestFinal(p)
+	able := 0
+	for _, r := range c.Replicas {
+		if s.node(r).checkMemory(p, c) {
+			able++
+		}
+	}
+	if able < len(c.Replicas)/2+1 {
+		s.logf("LIVENESS p%d: only %d of the replicas of %s remember it: not recoverable", p, able, fmtClaim(c))
+		return false
+	}
+	return true
 }
 
 // stuck describes where partition p stands, for a liveness violation:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,7 +28,11 @@ func TestInvalidWriteIsNotReadByTheKeysNextCall(t *testing.T) {
 	c := newReplicatedCluster(t, 1, 1, func(n *Node) {
 		n.Handle("inc", func(ctx context.Context, req *Request) ([]byte, error) {
 			if hold.Load() {
-				<-release
+				select {
+				case <-release:
+				case <-ctx.Done(): // the test failed and closes the node
+					return nil, ctx.Err()
+				}
 			}
 			return counter(ctx, req)
 		})
@@ -122,13 +127,19 @@ func TestAbandonedLocalCallRunsOnTheKeyItNamed(t *testing.T) {
 	c := newReplicatedCluster(t, 1, 1, func(n *Node) {
 		n.Handle("inc", func(ctx context.Context, req *Request) ([]byte, error) {
 			if hold.Load() {
-				started <- struct{}{}
+				select {
+				case started <- struct{}{}:
+				case <-ctx.Done(): // the test failed and closes the node
+					return nil, ctx.Err()
+				}
 				<-proceed
 			}
 			return counter(ctx, req)
 		})
 		n.Handle("get", get)
 	})
+	letGo := sync.OnceFunc(func() { close(proceed) })
+	t.Cleanup(letGo) // before the cluster closes, should the test fail first
 	n := c.nodes[0]
 	key := []byte("key-a")
 	p := n.Partition(key)
@@ -144,7 +155,7 @@ func TestAbandonedLocalCallRunsOnTheKeyItNamed(t *testing.T) {
 	require.ErrorIs(t, <-first, context.Canceled)
 	copy(key, "key-b") // the caller reuses its buffer: Call has returned
 	hold.Store(false)
-	close(proceed)
+	letGo()
 
 	// Wait for the abandoned call's commit to be decided.
 	pe := n.exec.parts[p]

@@ -63,10 +63,17 @@ type Meta struct {
 	// base claim's replicas, so that nodes may act on it (serve it, build
 	// on it). A chosen claim that is not final was only recorded here.
 	Final bool
+	// Amnesia is set on a replica that lost its data and was given a copy
+	// again (Readmit): it may have promised or accepted, before the loss, in
+	// the choice of the successor of any claim below Amnesia, and forgot
+	// it, so it takes no part in those choices. Zero means none.
+	// Invariant: it never decreases.
+	Amnesia epoch.Epoch
 }
 
-// metaVersion is the first byte of an encoded Meta.
-const metaVersion = 3
+// metaVersion is the first byte of an encoded Meta. Version 3, without
+// Amnesia, is still read.
+const metaVersion = 4
 
 // encodeMeta encodes m compactly with a version byte first.
 func encodeMeta(m Meta) []byte {
@@ -79,6 +86,7 @@ func encodeMeta(m Meta) []byte {
 	encodeClaim(&e, m.Accepted)
 	e.Uvarint(uint64(m.Position.Epoch))
 	e.Uvarint(m.Position.LSN)
+	e.Uvarint(uint64(m.Amnesia))
 	return e.Out()
 }
 
@@ -94,7 +102,8 @@ func encodeClaim(e *wire.Encoder, c Claim) {
 // anything encodeMeta cannot have produced.
 func decodeMeta(b []byte) (Meta, error) {
 	d := wire.NewDecoder(b)
-	if v := d.Uint8(); d.Err() == nil && v != metaVersion {
+	v := d.Uint8()
+	if d.Err() == nil && v != metaVersion && v != 3 {
 		return Meta{}, fmt.Errorf("%w: meta version %d", ErrCorrupt, v)
 	}
 	m := Meta{
@@ -104,6 +113,9 @@ func decodeMeta(b []byte) (Meta, error) {
 		Chosen:    decodeClaim(d),
 		Accepted:  decodeClaim(d),
 		Position:  Position{Epoch: epoch.Epoch(d.Uvarint()), LSN: d.Uvarint()},
+	}
+	if v == metaVersion {
+		m.Amnesia = epoch.Epoch(d.Uvarint())
 	}
 	if err := d.Finish(); err != nil {
 		return Meta{}, fmt.Errorf("%w: meta: %w", ErrCorrupt, err)

@@ -16,12 +16,25 @@ func TestMetaEncodingRoundTrips(t *testing.T) {
 			Accepted:  Claim{Epoch: 9, Owner: "node-b", Replicas: []string{"node-b"}},
 			Position:  Position{Epoch: 7, LSN: 1234},
 			HasChosen: true,
+			Amnesia:   5,
 		},
 	} {
 		got, err := decodeMeta(encodeMeta(m))
 		require.NoError(t, err)
 		require.Equal(t, m, got)
 	}
+}
+
+// A meta written before Amnesia existed (version 3) reads as one without it.
+func TestMetaOfVersion3ReadsWithoutAmnesia(t *testing.T) {
+	m := Meta{Promised: 9, HasChosen: true, Final: true, Chosen: Claim{Epoch: 7, Owner: "a", Replicas: []string{"a"}}, Position: Position{Epoch: 7, LSN: 3}}
+	b := encodeMeta(m)
+	b[0] = 3
+	got, err := decodeMeta(b[:len(b)-1]) // without the trailing Amnesia
+	require.NoError(t, err)
+	require.Equal(t, m, got)
+	_, err = decodeMeta(b) // a version 3 meta with a byte too many
+	require.ErrorIs(t, err, ErrCorrupt)
 }
 
 // FuzzDecodeMeta feeds arbitrary bytes to the meta decoder: it must never

@@ -153,6 +153,29 @@ func (s *Store) Keep(ctx context.Context, p int, e epoch.Epoch, pos Position) er
 	})
 }
 
+// Readmit records, before a replica that lost its data is given a copy
+// again by a proposal whose base claim is at epoch base, that it takes no
+// part in choosing the successor of base or of any older claim
+// (Meta.Amnesia becomes base+1 unless it is higher). It is committed on its
+// own, before the copy: the copy raises the promise, after which the
+// replica no longer looks blank.
+func (s *Store) Readmit(ctx context.Context, p int, base epoch.Epoch) error {
+	if err := checkPartition(p); err != nil {
+		return err
+	}
+	return s.do(ctx, p, func(tx *bolt.Tx) (outcome, abort error) {
+		pt, err := loadPartition(tx, p)
+		if err != nil {
+			return err, nil
+		}
+		if pt.meta.Amnesia > base {
+			return nil, nil
+		}
+		pt.meta.Amnesia = base + 1
+		return nil, pt.saveMeta(tx)
+	})
+}
+
 // Drop deletes p's data and dedup records once this node is no longer one
 // of the replicas of the claim at epoch e. It keeps the meta (promise,
 // claims) and the audit, so the chain of claims can still be followed, but

@@ -264,3 +264,20 @@ func TestInstallIsNeverSeenHalfApplied(t *testing.T) {
 	wg.Wait()
 	require.Nil(t, torn.Load(), "a reader saw half an Install")
 }
+
+func TestReadmitOnlyRaisesAmnesiaAndKeepsItAcrossARestart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openDir(t, dir)
+	require.NoError(t, s.Readmit(ctx, 0, 5))
+	require.NoError(t, s.Readmit(ctx, 0, 3), "an older base changes nothing")
+	m, err := s.Meta(0)
+	require.NoError(t, err)
+	require.Equal(t, epoch.Epoch(6), m.Amnesia, "no part in choosing the successor of the claim at 5 or older")
+	require.Equal(t, Meta{Amnesia: 6}, m, "a readmitted replica still looks blank until its copy arrives")
+	require.NoError(t, s.Close())
+	s = openDir(t, dir)
+	m, err = s.Meta(0)
+	require.NoError(t, err)
+	require.Equal(t, epoch.Epoch(6), m.Amnesia)
+}
