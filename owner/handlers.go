@@ -154,8 +154,8 @@ func (o *Owner) HandleSync(ctx context.Context, req Sync) error {
 	if err := o.checkPartition(req.P); err != nil {
 		return err
 	}
-	if err := o.learn(ctx, req.P, req.Base); err != nil {
-		return err
+	if c, ok := o.claims.Get(req.P); ok && c.Epoch > req.Base.Epoch {
+		return fmt.Errorf("owner: sync of partition %d refused: claim %d, newer than the proposal's base %d, is final", req.P, c.Epoch, req.Base.Epoch)
 	}
 	m, err := o.store.Meta(req.P)
 	if err != nil {
@@ -164,11 +164,24 @@ func (o *Owner) HandleSync(ctx context.Context, req Sync) error {
 	if blank(m) {
 		// Perhaps a replica that lost its data directory: what it promised
 		// or accepted before, in choosing the successor of the base or of
-		// an older claim, is forgotten. Once the copy raises its promise it
-		// no longer looks blank, so that must be recorded first.
+		// an older claim, is forgotten. Once the copy raises its promise,
+		// or the base is recorded (a root claim), it no longer looks like
+		// it forgot, so that must be recorded first. It is readmitted only
+		// once it has the cluster's claims table, which refuses a proposal
+		// from a base older than the newest final claim above (a stale
+		// proposal would readmit it under too old a base).
+		if !o.synced.Load() {
+			return fmt.Errorf("owner: sync of partition %d refused: %s holds no copy and has no claims table from the cluster yet", req.P, o.cfg.Self)
+		}
 		if err := o.store.Readmit(ctx, req.P, req.Base.Epoch); err != nil {
 			return err
 		}
+	}
+	if err := o.learn(ctx, req.P, req.Base); err != nil {
+		return err
+	}
+	if m, err = o.store.Meta(req.P); err != nil {
+		return err
 	}
 	if m.Position == req.Pos {
 		// Keep checks the position again with the promise: a Drop (this

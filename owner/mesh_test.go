@@ -109,6 +109,7 @@ func (m *mesh) add(t *testing.T, name string) (*Owner, *store.Store) {
 	require.NoError(t, err)
 	o, err := New(Config{Self: name, Partitions: 4, Store: s, Transport: meshNode{self: name, m: m}, ReplicationFactor: 3})
 	require.NoError(t, err)
+	o.synced.Store(true) // the mesh has no gossip: as if a claims table had come
 	t.Cleanup(func() { o.Close(); s.Close() })
 	m.mu.Lock()
 	if m.nodes == nil {

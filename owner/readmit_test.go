@@ -144,3 +144,87 @@ func TestReadmittedReplicaTakesNoPartInTheChoiceItForgot(t *testing.T) {
 		}
 	}
 }
+
+// A Sync from a proposal that lost its race (its node paused between the
+// promises and the Syncs) reaches a replica that, meanwhile, voted in the
+// choice of a successor of a newer claim and then lost its data directory.
+// Had it been readmitted under the Sync's base, older than that choice, it
+// would take part in it again with a blank memory, and a second successor
+// of the newer claim could be chosen: two owners at the same epoch. The
+// replica refuses the Sync: the claims table it got from the cluster on
+// joining knows a newer final claim. (Had that table lagged, the stale
+// Sync would readmit it: see docs/PROTOCOL.md, Amnesia.)
+//
+// K (epoch 1, owner c, replicas a, b, c). c prepares ballot 2 from K (b and
+// c promise) and pauses before its Sync to a goes out. b acquires K1 from K
+// (epoch 3, replicas b, a, d), then K2 from K1 (epoch 4, replicas b, e, f):
+// a accepts and records both, d misses K2. a loses its directory; c's Sync
+// arrives. d, cut off from b, acquires from K1 with a and d.
+func TestStaleSyncDoesNotReadmitAReplicaThatKnowsANewerClaim(t *testing.T) {
+	ctx := context.Background()
+	const p = 1
+	m := &mesh{}
+	_, sa := m.add(t, "a")
+	b, sb := m.add(t, "b")
+	c, sc := m.add(t, "c")
+	d, _ := m.add(t, "d")
+	m.add(t, "e")
+	m.add(t, "f")
+	m.add(t, "g")
+	table := &ring.Table{}
+
+	k := store.Claim{Epoch: 1, Owner: "c", Replicas: []string{"a", "b", "c"}, BaseReplicas: []string{"c"}}
+	for _, s := range []*store.Store{sa, sb, sc} {
+		_, err := s.Choose(ctx, p, k, true)
+		require.NoError(t, err)
+		require.NoError(t, s.Commit(ctx, &store.Batch{Partition: p, Epoch: 1, Writes: []store.KV{{Key: []byte("k"), Value: []byte("v1")}}}))
+	}
+	// c, K's owner, is ahead of its backups.
+	require.NoError(t, sc.Commit(ctx, &store.Batch{Partition: p, Epoch: 1, Writes: []store.KV{{Key: []byte("k"), Value: []byte("v1b")}}}))
+
+	// c's proposal from K: b and c promise ballot 2; its Sync to a is held
+	// back (c pauses), and its Accepts never arrive.
+	m.setDrop(func(from, to, kind string) bool {
+		return to == "a" && (kind == "prepare" || kind == "sync") || kind == "accept"
+	})
+	ok, _ := c.acquire(p, k, table, []string{"c", "a", "b"})
+	require.False(t, ok)
+	cm, err := sc.Meta(p)
+	require.NoError(t, err)
+	// The Sync c's proposal sent to a (Proposer.startSync: source c, the
+	// most advanced promiser).
+	stale := Sync{P: p, Ballot: cm.Promised, Base: k, Source: "c", Pos: cm.Position}
+	require.EqualValues(t, 2, stale.Ballot)
+
+	// c is paused: it hears nothing more (but answers a Fetch later).
+	toC := func(to, kind string) bool { return to == "c" && kind != "fetch" }
+	m.setDrop(func(from, to, kind string) bool { return toC(to, kind) })
+	ok, _ = b.acquire(p, k, table, []string{"b", "a", "d"})
+	require.True(t, ok, "K1")
+	k1, _ := b.Serving(p)
+
+	m.setDrop(func(from, to, kind string) bool { return toC(to, kind) || to == "d" })
+	ok, _ = b.acquire(p, k1, table, []string{"b", "e", "f"})
+	require.True(t, ok, "K2")
+	k2, _ := b.Serving(p)
+	require.Equal(t, k1.Epoch, k2.Base)
+
+	// a loses its data directory, joins again (its claims table comes
+	// from a peer), and c's Sync arrives.
+	na, _ := m.add(t, "a")
+	na.claims.Merge(p, k2)
+	require.Error(t, na.HandleSync(ctx, stale), "the stale Sync readmits a")
+
+	// d, cut off from b, acquires from K1 (the newest claim it knows).
+	m.setDrop(func(from, to, kind string) bool {
+		return toC(to, kind) || from == "b" && to == "d" || from == "d" && to == "b"
+	})
+	ok, _ = d.acquire(p, k1, table, []string{"d", "a", "g"})
+	if ok {
+		k3, _ := d.Serving(p)
+		bErr := writeVia(t, b, p, "k", "from b")
+		dErr := writeVia(t, d, p, "k", "from d")
+		require.Falsef(t, bErr == nil && dErr == nil,
+			"two owners acknowledged writes at once: b under %+v, d under %+v, both successors of %+v", k2, k3, k1)
+	}
+}

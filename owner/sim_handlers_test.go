@@ -172,8 +172,9 @@ func (n *simNode) onReply(from string, payload any) {
 	n.afterProposer(p)
 }
 
-// onSync mirrors Owner.HandleSync: the base claim is learned first, and a
-// blank replica is readmitted (Meta.Amnesia); a copy already at the
+// onSync mirrors Owner.HandleSync: a Sync whose base is older than a final
+// claim in the claims table is refused; a blank replica is readmitted
+// (Meta.Amnesia), then the base claim is learned; a copy already at the
 // position is kept
 // (the promise raised to the ballot);
 // a replica that knows a claim newer than the base (a successor of the base
@@ -182,11 +183,15 @@ func (n *simNode) onReply(from string, payload any) {
 // copy is fetched, then installed in one fenced step (onFetched).
 func (n *simNode) onSync(from string, m mSync) {
 	req := m.Req
-	n.learn(req.P, req.Base)
+	if c, ok := n.claims.Get(req.P); ok && c.Epoch > req.Base.Epoch { // a newer final claim is known
+		n.send(from, mSynced{Att: m.Att})
+		return
+	}
 	meta := n.meta(req.P)
 	if n.blank(req.P) { // store.Readmit
 		meta.Amnesia = max(meta.Amnesia, req.Base.Epoch+1)
 	}
+	n.learn(req.P, req.Base)
 	switch {
 	case meta.Position == req.Pos:
 		if meta.Promised < req.Ballot {
