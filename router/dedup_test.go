@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,6 +40,8 @@ func TestRetryAfterLostReplyRunsOnceAndReturnsStoredResponse(t *testing.T) {
 		n.Handle("inc", h.handle)
 		n.Handle("get", get)
 	})
+	letGo := sync.OnceFunc(func() { close(h.proceed) })
+	t.Cleanup(letGo) // before the cluster closes, should the test fail first
 	// A key owned by n1, entered at n0: the reply crosses the network.
 	var key []byte
 	for i := 0; key == nil; i++ {
@@ -61,7 +64,7 @@ func TestRetryAfterLostReplyRunsOnceAndReturnsStoredResponse(t *testing.T) {
 	cancelLost()
 	require.ErrorIs(t, <-first, context.Canceled)
 	h.hold.Store(false)
-	close(h.proceed)
+	letGo()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
