@@ -19,11 +19,7 @@ func (s *Store) Promise(ctx context.Context, p int, e epoch.Epoch) (Meta, error)
 		return Meta{}, err
 	}
 	var result Meta
-	err := s.do(ctx, p, func(tx *bolt.Tx) (outcome, abort error) {
-		pt, err := loadPartition(tx, p)
-		if err != nil {
-			return err, nil
-		}
+	err := s.do(ctx, p, withPartition(p, func(tx *bolt.Tx, pt *partition) (outcome, abort error) {
 		result = pt.meta
 		if err := epoch.CheckPromise(pt.meta.Promised, e); err != nil {
 			return err, nil
@@ -31,7 +27,7 @@ func (s *Store) Promise(ctx context.Context, p int, e epoch.Epoch) (Meta, error)
 		pt.meta.Promised = e
 		result = pt.meta
 		return nil, pt.saveMeta(tx)
-	})
+	}))
 	if err != nil && !errors.Is(err, epoch.ErrStale) {
 		return Meta{}, err
 	}
@@ -47,18 +43,14 @@ func (s *Store) Accept(ctx context.Context, p int, c Claim) error {
 	if err := checkClaim(p, c); err != nil {
 		return err
 	}
-	return s.do(ctx, p, func(tx *bolt.Tx) (outcome, abort error) {
-		pt, err := loadPartition(tx, p)
-		if err != nil {
-			return err, nil
-		}
+	return s.do(ctx, p, withPartition(p, func(tx *bolt.Tx, pt *partition) (outcome, abort error) {
 		if err := fence(pt.meta.Promised, c.Epoch); err != nil {
 			return err, nil
 		}
 		pt.meta.Promised = max(pt.meta.Promised, c.Epoch)
 		pt.meta.Accepted = cloneClaim(c)
 		return nil, pt.saveMeta(tx)
-	})
+	}))
 }
 
 // Choose records c as partition p's chosen claim if none is known or c is
@@ -78,11 +70,7 @@ func (s *Store) Choose(ctx context.Context, p int, c Claim, final bool) (Meta, e
 		return Meta{}, err
 	}
 	var prev Meta
-	err := s.do(ctx, p, func(tx *bolt.Tx) (outcome, abort error) {
-		pt, err := loadPartition(tx, p)
-		if err != nil {
-			return err, nil
-		}
+	err := s.do(ctx, p, withPartition(p, func(tx *bolt.Tx, pt *partition) (outcome, abort error) {
 		prev = pt.meta
 		switch {
 		case pt.meta.HasChosen && c.Epoch < pt.meta.Chosen.Epoch:
@@ -106,7 +94,7 @@ func (s *Store) Choose(ctx context.Context, p int, c Claim, final bool) (Meta, e
 			return nil, err
 		}
 		return nil, pt.appendAudit(AuditRecord{Epoch: c.Epoch, Owner: c.Owner, At: s.now()})
-	})
+	}))
 	return prev, err
 }
 

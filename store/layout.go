@@ -89,6 +89,18 @@ func loadPartition(tx *bolt.Tx, p int) (*partition, error) {
 	return pt, nil
 }
 
+// withPartition returns a committer step that loads partition p and runs
+// step on it; a failure to load is the step's outcome.
+func withPartition(p int, step func(tx *bolt.Tx, pt *partition) (outcome, abort error)) applyFunc {
+	return func(tx *bolt.Tx) (outcome, abort error) {
+		pt, err := loadPartition(tx, p)
+		if err != nil {
+			return err, nil
+		}
+		return step(tx, pt)
+	}
+}
+
 // ensure creates the partition's bucket if needed. tx must be writable.
 func (pt *partition) ensure(tx *bolt.Tx) error {
 	if pt.bucket != nil {

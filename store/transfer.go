@@ -134,11 +134,7 @@ func (s *Store) Keep(ctx context.Context, p int, e epoch.Epoch, pos Position) er
 	if err := checkPartition(p); err != nil {
 		return err
 	}
-	return s.do(ctx, p, func(tx *bolt.Tx) (outcome, abort error) {
-		pt, err := loadPartition(tx, p)
-		if err != nil {
-			return err, nil
-		}
+	return s.do(ctx, p, withPartition(p, func(tx *bolt.Tx, pt *partition) (outcome, abort error) {
 		if err := pt.checkAt(pos); err != nil {
 			return err, nil
 		}
@@ -150,7 +146,7 @@ func (s *Store) Keep(ctx context.Context, p int, e epoch.Epoch, pos Position) er
 		}
 		pt.meta.Promised = e
 		return nil, pt.saveMeta(tx)
-	})
+	}))
 }
 
 // Readmit records, before a replica that lost its data is given a copy
@@ -163,17 +159,13 @@ func (s *Store) Readmit(ctx context.Context, p int, base epoch.Epoch) error {
 	if err := checkPartition(p); err != nil {
 		return err
 	}
-	return s.do(ctx, p, func(tx *bolt.Tx) (outcome, abort error) {
-		pt, err := loadPartition(tx, p)
-		if err != nil {
-			return err, nil
-		}
+	return s.do(ctx, p, withPartition(p, func(tx *bolt.Tx, pt *partition) (outcome, abort error) {
 		if pt.meta.Amnesia > base {
 			return nil, nil
 		}
 		pt.meta.Amnesia = base + 1
 		return nil, pt.saveMeta(tx)
-	})
+	}))
 }
 
 // Drop deletes p's data and dedup records once this node is no longer one
@@ -187,11 +179,7 @@ func (s *Store) Drop(ctx context.Context, p int, e epoch.Epoch) error {
 	if err := checkPartition(p); err != nil {
 		return err
 	}
-	return s.do(ctx, p, func(tx *bolt.Tx) (outcome, abort error) {
-		pt, err := loadPartition(tx, p)
-		if err != nil {
-			return err, nil
-		}
+	return s.do(ctx, p, withPartition(p, func(tx *bolt.Tx, pt *partition) (outcome, abort error) {
 		if pt.bucket == nil || pt.meta.Promised > e {
 			return nil, nil
 		}
@@ -200,18 +188,14 @@ func (s *Store) Drop(ctx context.Context, p int, e epoch.Epoch) error {
 			return nil, err
 		}
 		return nil, clearData(pt)
-	})
+	}))
 }
 
 // fenced returns the committer step of a state-transfer mutation at e: if
 // the fence lets e through, it raises the promise, lets change modify the
 // partition (meta included), and saves the meta.
 func fenced(p int, e epoch.Epoch, change func(tx *bolt.Tx, pt *partition) error) applyFunc {
-	return func(tx *bolt.Tx) (outcome, abort error) {
-		pt, err := loadPartition(tx, p)
-		if err != nil {
-			return err, nil
-		}
+	return withPartition(p, func(tx *bolt.Tx, pt *partition) (outcome, abort error) {
 		if err := fence(pt.meta.Promised, e); err != nil {
 			return err, nil
 		}
@@ -223,7 +207,7 @@ func fenced(p int, e epoch.Epoch, change func(tx *bolt.Tx, pt *partition) error)
 			return nil, err
 		}
 		return nil, pt.saveMeta(tx)
-	}
+	})
 }
 
 // checkAt returns ErrPosition unless the partition is at pos: a copy read
