@@ -19,7 +19,8 @@ import (
 // that remembers); alone, p's only copy is lost, and p is served again
 // only if Config.AcceptDataLoss says to serve it empty.
 func (o *Owner) resume(p int, c store.Claim) bool {
-	forgot, err := o.forgot(p, c)
+	m, err := o.store.Meta(p)
+	forgot := o.forgot(m, c)
 	switch {
 	case err != nil:
 		return false

@@ -25,8 +25,8 @@ func (o *Owner) HandlePrepare(ctx context.Context, req Prepare) (PromiseReply, e
 	if err := o.checkPartition(req.P); err != nil {
 		return PromiseReply{}, err
 	}
-	if err := o.checkMemory(req.P, req.Base); err != nil {
-		if m, ok := o.newerFinal(req.P, req.Base); ok {
+	if m, err := o.checkMemory(req.P, req.Base); err != nil {
+		if newerFinal(m, req.Base) {
 			return PromiseReply{Meta: m}, nil
 		}
 		return PromiseReply{}, err
@@ -77,8 +77,8 @@ func (o *Owner) HandleAccept(ctx context.Context, req Accept) (AcceptReply, erro
 	if err := o.checkPartition(req.P); err != nil {
 		return AcceptReply{}, err
 	}
-	if err := o.checkMemory(req.P, req.Base); err != nil {
-		if m, ok := o.newerFinal(req.P, req.Base); ok {
+	if m, err := o.checkMemory(req.P, req.Base); err != nil {
+		if newerFinal(m, req.Base) {
 			return AcceptReply{Meta: m}, nil
 		}
 		return AcceptReply{}, err
@@ -314,35 +314,32 @@ func (o *Owner) checkPartition(p int) error {
 // it may have promised or accepted in those choices before its loss. Had
 // it taken part, a proposer could count it in a majority that does not know
 // a successor the replica once helped choose, and choose another.
-func (o *Owner) checkMemory(p int, base store.Claim) error {
-	forgot, err := o.forgot(p, base)
-	if err != nil {
-		return err
-	}
-	if forgot && !(o.cfg.AcceptDataLoss && len(base.Replicas) == 1) {
-		return fmt.Errorf("owner: partition %d: %s is a replica of the claim at epoch %d but holds no promise and no data of it (was its data directory lost?); it takes no part until a new claim syncs it", p, o.cfg.Self, base.Epoch)
-	}
+//
+// It returns p's meta as it read it.
+func (o *Owner) checkMemory(p int, base store.Claim) (store.Meta, error) {
 	m, err := o.store.Meta(p)
 	if err != nil {
-		return err
+		return m, err
+	}
+	if o.forgot(m, base) && !(o.cfg.AcceptDataLoss && len(base.Replicas) == 1) {
+		return m, fmt.Errorf("owner: partition %d: %s is a replica of the claim at epoch %d but holds no promise and no data of it (was its data directory lost?); it takes no part until a new claim syncs it", p, o.cfg.Self, base.Epoch)
 	}
 	if base.Epoch < m.Amnesia {
-		return fmt.Errorf("owner: partition %d: %s was given a copy again after losing its data, under a claim based on epoch %d; it takes no part in choosing the successor of the claim at epoch %d", p, o.cfg.Self, m.Amnesia-1, base.Epoch)
+		return m, fmt.Errorf("owner: partition %d: %s was given a copy again after losing its data, under a claim based on epoch %d; it takes no part in choosing the successor of the claim at epoch %d", p, o.cfg.Self, m.Amnesia-1, base.Epoch)
 	}
-	return nil
+	return m, nil
 }
 
-// newerFinal returns p's meta if it holds a final claim newer than base. A
+// newerFinal reports whether m holds a final claim newer than base. A
 // replica that takes no part in choosing base's successor still answers
 // with it: that is no promise, and it tells the proposer where to go on
 // from (a readmitted replica knows the base of the claim that synced it).
-func (o *Owner) newerFinal(p int, base store.Claim) (store.Meta, bool) {
-	m, err := o.store.Meta(p)
-	return m, err == nil && m.HasChosen && m.Final && m.Chosen.Epoch > base.Epoch
+func newerFinal(m store.Meta, base store.Claim) bool {
+	return m.HasChosen && m.Final && m.Chosen.Epoch > base.Epoch
 }
 
 // forgot reports whether this node is one of claim c's replicas but its
-// store holds no promise, no accepted proposal and no data of partition p:
+// partition's meta m holds no promise, no accepted proposal and no data:
 // its data directory was lost and it came back under the same name, or,
 // as a backup, the copy the claim was to give it never arrived. A claim's
 // only replica always promised it, except a root claim (epoch 0): its
@@ -350,18 +347,14 @@ func (o *Owner) newerFinal(p int, base store.Claim) (store.Meta, bool) {
 // before any other node could learn it (Owner.Bootstrap), which a store
 // that forgot it lacks. With replication factor 1 the partitions that
 // stay on the bootstrap node keep their root claims for good.
-func (o *Owner) forgot(p int, c store.Claim) (bool, error) {
+func (o *Owner) forgot(m store.Meta, c store.Claim) bool {
 	if !slices.Contains(c.Replicas, o.cfg.Self) {
-		return false, nil
-	}
-	m, err := o.store.Meta(p)
-	if err != nil {
-		return false, err
+		return false
 	}
 	if c.Epoch == 0 {
-		return blank(m) && !m.HasChosen, nil
+		return blank(m) && !m.HasChosen
 	}
-	return blank(m), nil
+	return blank(m)
 }
 
 // blank reports whether a partition's meta holds no promise, no accepted
