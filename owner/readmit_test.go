@@ -10,14 +10,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// claimOn makes claim K (epoch 1, owner a, replicas a, b and c) final on
-// the stores of a, b and c, with k=v1 written under it, and returns it.
-func claimOn(t *testing.T, p int, stores ...*store.Store) store.Claim {
-	k := store.Claim{Epoch: 1, Owner: "a", Replicas: []string{"a", "b", "c"}, BaseReplicas: []string{"a"}}
+// claimOn makes claim k final on the given stores, with k=v1 written
+// under it, and returns it.
+func claimOn(t *testing.T, p int, k store.Claim, stores ...*store.Store) store.Claim {
 	for _, s := range stores {
 		_, err := s.Choose(context.Background(), p, k, true)
 		require.NoError(t, err)
-		require.NoError(t, s.Commit(context.Background(), &store.Batch{Partition: p, Epoch: 1, Writes: []store.KV{{Key: []byte("k"), Value: []byte("v1")}}}))
+		require.NoError(t, s.Commit(context.Background(), &store.Batch{Partition: p, Epoch: k.Epoch, Writes: []store.KV{{Key: []byte("k"), Value: []byte("v1")}}}))
 	}
 	return k
 }
@@ -45,7 +44,7 @@ func TestReadmittedAmnesiacReplicaDoesNotLetAStaleBaseGetASecondSuccessor(t *tes
 	m.add(t, "e")
 	table := &ring.Table{}
 
-	k := claimOn(t, p, sa, sb, sc)
+	k := claimOn(t, p, store.Claim{Epoch: 1, Owner: "a", Replicas: []string{"a", "b", "c"}, BaseReplicas: []string{"a"}}, sa, sb, sc)
 
 	// K2: c misses the Accept and every Choose.
 	m.setDrop(func(from, to, kind string) bool { return to == "c" && (kind == "accept" || kind == "choose") })
@@ -112,7 +111,7 @@ func TestReadmittedReplicaTakesNoPartInTheChoiceItForgot(t *testing.T) {
 	d, _ := m.add(t, "d")
 	e, _ := m.add(t, "e")
 	table := &ring.Table{}
-	k := claimOn(t, p, sa, sb, sc)
+	k := claimOn(t, p, store.Claim{Epoch: 1, Owner: "a", Replicas: []string{"a", "b", "c"}, BaseReplicas: []string{"a"}}, sa, sb, sc)
 
 	m.setDrop(func(from, to, kind string) bool { return kind == "choose" || to == "c" && kind == "accept" })
 	ok, _ := d.acquire(p, k, table, []string{"d", "a", "c"})
@@ -173,12 +172,7 @@ func TestStaleSyncDoesNotReadmitAReplicaThatKnowsANewerClaim(t *testing.T) {
 	m.add(t, "g")
 	table := &ring.Table{}
 
-	k := store.Claim{Epoch: 1, Owner: "c", Replicas: []string{"a", "b", "c"}, BaseReplicas: []string{"c"}}
-	for _, s := range []*store.Store{sa, sb, sc} {
-		_, err := s.Choose(ctx, p, k, true)
-		require.NoError(t, err)
-		require.NoError(t, s.Commit(ctx, &store.Batch{Partition: p, Epoch: 1, Writes: []store.KV{{Key: []byte("k"), Value: []byte("v1")}}}))
-	}
+	k := claimOn(t, p, store.Claim{Epoch: 1, Owner: "c", Replicas: []string{"a", "b", "c"}, BaseReplicas: []string{"c"}}, sa, sb, sc)
 	// c, K's owner, is ahead of its backups.
 	require.NoError(t, sc.Commit(ctx, &store.Batch{Partition: p, Epoch: 1, Writes: []store.KV{{Key: []byte("k"), Value: []byte("v1b")}}}))
 
