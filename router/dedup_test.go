@@ -144,3 +144,28 @@ func TestSameRequestIDOnAnotherKeyIsAnotherCall(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(2), h.runs.Load(), "a repeat on the same key ran again")
 }
+
+// A repeat that arrives while the first call's commit is pending gets the
+// first call's response once it commits, in a buffer of its own: two
+// callers never share the bytes Call returns. The pending commit is staged
+// directly (a real one lasts microseconds), already decided, so the
+// repeat's run finds it and returns at once.
+func TestRepeatWhileTheFirstCommitIsPendingGetsItsOwnCopy(t *testing.T) {
+	c := newReplicatedCluster(t, 1, 1, func(n *Node) { n.Handle("inc", counter) })
+	n := c.nodes[0]
+	key, id := []byte("account-a"), []byte("transfer-43")
+	pr := &pendingResponse{body: []byte("first response"), done: make(chan struct{})}
+	close(pr.done)
+	pe := n.exec.parts[n.Partition(key)]
+	pe.mu.Lock()
+	pe.responses[string(dedupID(callRequest{ID: id, Key: key}))] = pr
+	pe.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := n.Call(ctx, key, "inc", nil, RequestID(id))
+	require.NoError(t, err)
+	require.Equal(t, "first response", string(got), "the repeat ran instead of waiting for the first call")
+	got[0] = 'X'
+	require.Equal(t, "first response", string(pr.body), "the repeat's caller got the first caller's buffer")
+}

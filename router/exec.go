@@ -147,7 +147,8 @@ func (pe *partExec) run(n *Node, j *job) {
 			defer n.wg.Done()
 			<-pr.done
 			lease.Release()
-			j.done <- committed(pr.body, pr.err)
+			// A copy: the first call's caller owns pr.body.
+			j.done <- committed(bytes.Clone(pr.body), pr.err)
 		}()
 		return
 	}
