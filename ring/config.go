@@ -176,6 +176,7 @@ func (cfg Config) memberlistConfig(h *hooks) *memberlist.Config {
 	mc.Events = h
 	mc.Alive = h
 	mc.Merge = h
+	mc.Conflict = h
 	mc.Logger = newDebugLogger(cfg.Logger)
 	return mc
 }

@@ -12,7 +12,8 @@ import (
 )
 
 // hooks receives memberlist's callbacks: it is the memberlist Delegate,
-// EventDelegate, AliveDelegate and MergeDelegate of one Ring. memberlist calls
+// EventDelegate, AliveDelegate, MergeDelegate and ConflictDelegate of one
+// Ring. memberlist calls
 // it from its own goroutines while holding its internal locks, so no method
 // blocks or calls memberlist: membership events record a copy of the member
 // and signal kick.
@@ -122,6 +123,16 @@ func (h *hooks) NotifyLeave(node *memberlist.Node) {
 func (h *hooks) NotifyUpdate(node *memberlist.Node) {
 	h.setMember(node)
 	h.notify()
+}
+
+// NotifyConflict logs a node that claims a member's name from another
+// address (memberlist.ConflictDelegate), which memberlist ignores: two
+// nodes configured with one name, or a node restarted at a new address
+// before its old one was found dead (then it is accepted after
+// deadNodeReclaimTime).
+func (h *hooks) NotifyConflict(existing, other *memberlist.Node) {
+	h.logger.Warn("ring: two nodes claim one name; keeping the known one",
+		"node", existing.Name, "addr", existing.Address(), "other_addr", other.Address())
 }
 
 // NodeMeta returns this node's metadata (memberlist.Delegate); validate

@@ -1,6 +1,10 @@
 package ring
 
-import "time"
+import (
+	"context"
+	"net"
+	"time"
+)
 
 // reconnectInterval is how often a node re-joins the seeds it does not see
 // as members.
@@ -31,29 +35,29 @@ func (r *Ring) reconnect() {
 	}
 }
 
-// rejoinMissingSeeds joins the seeds that are not live members. It holds
-// lifeMu so that it never joins during or after Leave or Close, and skips
-// the round if lifeMu is taken: Close holds lifeMu while it waits for this
-// goroutine to exit, so waiting for lifeMu here would deadlock.
+// rejoinMissingSeeds joins the seeds that are not live members. It
+// resolves them first, then holds lifeMu so that it never joins during or
+// after Leave or Close, and skips the round if lifeMu is taken: Close holds
+// lifeMu while it waits for this goroutine to exit, so waiting for lifeMu
+// here would deadlock.
 func (r *Ring) rejoinMissingSeeds() {
-	if !r.lifeMu.TryLock() {
-		return
-	}
-	defer r.lifeMu.Unlock()
-	if r.closed {
-		return
-	}
 	live := map[string]bool{}
 	for _, m := range r.hooks.liveMembers() {
 		live[m.Address()] = true
 	}
 	var missing []string
 	for _, s := range r.cfg.Seeds {
-		if !live[s] {
-			missing = append(missing, s)
+		for _, addr := range r.resolveSeed(s) {
+			if !live[addr] {
+				missing = append(missing, addr)
+			}
 		}
 	}
-	if len(missing) == 0 {
+	if len(missing) == 0 || !r.lifeMu.TryLock() {
+		return
+	}
+	defer r.lifeMu.Unlock()
+	if r.closed {
 		return
 	}
 	if n, err := r.ml.Join(missing); n > 0 {
@@ -86,4 +90,34 @@ func (r *Ring) PushState() {
 	if n, err := r.ml.Join(others); n < len(others) {
 		r.logger.Debug("ring: pushing state missed members", "members", others, "reached", n, "err", err)
 	}
+}
+
+// resolveSeed returns the addresses (ip:port, as memberlist reports its
+// members') that seed stands for: seed itself if its host is an IP or
+// does not resolve, else one address per IP its host name resolves to. A
+// seed given by name would otherwise never match a member, and be joined
+// again at every round. The lookup ends with Close.
+func (r *Ring) resolveSeed(seed string) []string {
+	host, port, err := net.SplitHostPort(seed)
+	if err != nil || net.ParseIP(host) != nil {
+		return []string{seed}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), reconnectInterval)
+	defer cancel()
+	go func() {
+		select {
+		case <-r.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	ips, err := net.DefaultResolver.LookupHost(ctx, host)
+	if err != nil || len(ips) == 0 {
+		return []string{seed}
+	}
+	addrs := make([]string, len(ips))
+	for i, ip := range ips {
+		addrs[i] = net.JoinHostPort(ip, port)
+	}
+	return addrs
 }

@@ -61,13 +61,20 @@ func TestKeysMapToTheSameOwnerOnAllNodes(t *testing.T) {
 	}
 }
 
-func TestForeignFingerprintIsRefused(t *testing.T) {
+// startWatchedPair starts rings a and b joined to each other, a logging
+// to the returned recorder, and waits until a sees both.
+func startWatchedPair(t *testing.T) (*warnRecorder, *Ring, *Ring) {
 	rec := newWarnRecorder()
 	cfgA := testConfig("a")
 	cfgA.Logger = slog.New(rec)
 	a := start(t, cfgA)
 	b := start(t, testConfig("b", a.GossipAddr()))
 	waitTable(t, a, 10*time.Second, "a, b", hasMembers("a", "b"))
+	return rec, a, b
+}
+
+func TestForeignFingerprintIsRefused(t *testing.T) {
+	rec, a, b := startWatchedPair(t)
 
 	for name, fp := range map[string]Fingerprint{
 		"x-cluster":    {Cluster: "other", Partitions: testFP.Partitions, RF: testFP.RF, PlacementVersion: PlacementVersion},

@@ -7,16 +7,6 @@ import (
 	"testing"
 )
 
-// keyOwnedBy returns a key whose partition node owner serves.
-func keyOwnedBy(b testing.TB, n *Node, owner string) []byte {
-	for i := 0; ; i++ {
-		k := fmt.Appendf(nil, "bench-%d", i)
-		if cl, _ := n.Owner(n.Partition(k)); cl.Owner == owner {
-			return k
-		}
-	}
-}
-
 // benchmarkCalls runs b.N increments through entry with the given number
 // of concurrent callers, on one hot key or on a key per caller, on a
 // cluster of max(2, rf) nodes with replication factor rf.
@@ -32,7 +22,7 @@ func benchmarkCalls(b *testing.B, rf int, forwarded bool, callers int, hotKey bo
 			keys[i] = keys[0]
 			continue
 		}
-		k := keyOwnedBy(b, entry, target)
+		k := keyOwnedBy(entry, target)
 		keys[i] = append(k, fmt.Sprintf("/%d", i)...)
 		for cl, _ := entry.Owner(entry.Partition(keys[i])); cl.Owner != target; cl, _ = entry.Owner(entry.Partition(keys[i])) {
 			keys[i] = append(keys[i], 'x')

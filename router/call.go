@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/singlewriter/singlewriter/internal/wire"
 	"github.com/singlewriter/singlewriter/store"
 )
 
@@ -69,6 +70,10 @@ func (n *Node) Call(ctx context.Context, key []byte, method string, payload []by
 	var last error
 	for {
 		r, err := n.route(ctx, p, req)
+		if errors.Is(err, wire.ErrFrameTooLarge) {
+			// Nothing was sent, and no retry can send it.
+			return nil, fmt.Errorf("%w: key, method and payload together exceed the frame between nodes: %w", ErrPayloadTooLarge, err)
+		}
 		if err == nil {
 			switch r.Status {
 			case statusOK:
@@ -145,7 +150,7 @@ func (n *Node) route(ctx context.Context, p int, req callRequest) (callResponse,
 	if err != nil {
 		return callResponse{}, err
 	}
-	b, err := n.client.Call(ctx, addr, msgCall, req.encode())
+	b, err := n.client.CallNode(ctx, c.Owner, addr, msgCall, req.encode())
 	if err != nil {
 		return callResponse{}, err
 	}

@@ -71,8 +71,10 @@ type Config struct {
 	// after the handler ran, writing nothing (ErrResultTooLarge). Zero
 	// means 1 MiB. Every node must use the same value.
 	MaxPayload int
-	// SecretKey, if set, encrypts gossip (16, 24 or 32 bytes) and must be
-	// the same on every node.
+	// SecretKey, if set, encrypts gossip (16, 24 or 32 bytes) and
+	// authenticates RPC connections (each end proves it knows the key
+	// before a request is read; RPC traffic itself is not encrypted). It
+	// must be the same on every node.
 	SecretKey []byte
 	// SettleTime is how long the membership view must be stable before the
 	// node acquires partitions. Zero means 300ms.

@@ -43,13 +43,7 @@ func TestRetryAfterLostReplyRunsOnceAndReturnsStoredResponse(t *testing.T) {
 	letGo := sync.OnceFunc(func() { close(h.proceed) })
 	t.Cleanup(letGo) // before the cluster closes, should the test fail first
 	// A key owned by n1, entered at n0: the reply crosses the network.
-	var key []byte
-	for i := 0; key == nil; i++ {
-		k := fmt.Appendf(nil, "pay-%d", i)
-		if cl, _ := c.nodes[0].Owner(c.nodes[0].Partition(k)); cl.Owner == "n1" {
-			key = k
-		}
-	}
+	key := keyOwnedBy(c.nodes[0], "n1")
 	id := []byte("request-1")
 
 	// The first attempt runs, but its caller gives up before the reply.

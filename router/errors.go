@@ -17,7 +17,8 @@ var (
 	// for the method. Nothing ran.
 	ErrUnknownMethod = errors.New("router: unknown method")
 	// ErrPayloadTooLarge is returned by Call, before anything is sent, when
-	// the payload exceeds Config.MaxPayload.
+	// the payload exceeds Config.MaxPayload, or when the key, the method
+	// and the payload together exceed a message between nodes.
 	ErrPayloadTooLarge = errors.New("router: payload too large")
 	// ErrResultTooLarge is returned by Call when the handler's response and
 	// the value it wrote total more than Config.MaxPayload: the call ran

@@ -228,6 +228,16 @@ func keyInPartition(n *Node, p int, prefix string) []byte {
 	}
 }
 
+// keyOwnedBy returns a key that n knows to be owned by the node named owner.
+func keyOwnedBy(n *Node, owner string) []byte {
+	for i := 0; ; i++ {
+		k := fmt.Appendf(nil, "k-%d", i)
+		if cl, _ := n.Owner(n.Partition(k)); cl.Owner == owner {
+			return k
+		}
+	}
+}
+
 // get is a handler that returns the key's value.
 func get(_ context.Context, req *Request) ([]byte, error) {
 	v, _ := req.State.Get()

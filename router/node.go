@@ -121,7 +121,10 @@ func (n *Node) Start(ctx context.Context) error {
 	if err != nil {
 		return n.failStart(fmt.Errorf("router: listen on %s: %w", n.cfg.RPCAddr, err))
 	}
-	ccfg := rpc.ClientConfig{Hello: hello, Accept: checkHello, Logger: n.cfg.Logger}
+	// Client and server share one frame limit: a request or a response that
+	// one end allows must not make the other drop the connection.
+	maxFrame := max(n.cfg.MaxPayload, owner.FetchPageBytes) + 64<<10
+	ccfg := rpc.ClientConfig{Hello: hello, Secret: n.cfg.SecretKey, Accept: checkHello, MaxFrame: maxFrame, Logger: n.cfg.Logger}
 	if n.cfg.Network != nil {
 		ccfg.Dial = n.cfg.Network.Dial
 	}
@@ -158,8 +161,8 @@ func (n *Node) Start(ctx context.Context) error {
 	// Serve only now: every handler needs the ring, and a restarted node's
 	// peers, which still know its address, may call it at once.
 	n.server, err = rpc.Serve(rpc.ServerConfig{
-		Listener: ln, Handler: n.serve, Hello: hello, Accept: checkHello,
-		MaxFrame: max(n.cfg.MaxPayload, owner.FetchPageBytes) + 64<<10, Logger: n.cfg.Logger,
+		Listener: ln, Handler: n.serve, Hello: hello, Secret: n.cfg.SecretKey, Accept: checkHello,
+		MaxFrame: maxFrame, Logger: n.cfg.Logger,
 	})
 	if err != nil {
 		ln.Close()

@@ -278,7 +278,7 @@ func TestPausedOwnerWithReplicasIsFencedAndTheCallCompletesOnTheNewOwner(t *test
 	})
 	x := c.nodes[1]
 	entry := c.nodes[0]
-	key := keyOwnedBy(t, entry, x.Name())
+	key := keyOwnedBy(entry, x.Name())
 	p := x.Partition(key)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

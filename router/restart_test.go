@@ -21,7 +21,7 @@ func singleCopyCluster(ctx context.Context, t *testing.T, i int) (c *testCluster
 		n.Handle("get", get)
 	})
 	victim = c.nodes[i]
-	key = keyOwnedBy(t, victim, victim.Name())
+	key = keyOwnedBy(victim, victim.Name())
 	for range 5 {
 		_, err := c.nodes[1].Call(ctx, key, "inc", nil)
 		require.NoError(t, err)

@@ -18,7 +18,7 @@ func (t transport) call(ctx context.Context, to string, typ uint8, body []byte) 
 	if err != nil {
 		return nil, err
 	}
-	return t.n.client.Call(ctx, addr, typ, body)
+	return t.n.client.CallNode(ctx, to, addr, typ, body)
 }
 
 // Prepare implements owner.Transport.

@@ -27,10 +27,11 @@ type Client struct {
 	// mu guards closed, conns, and the link field of every clientConn.
 	mu     sync.Mutex
 	closed bool
-	// conns holds, per address, the connection being dialed or in use.
-	// Invariant: a connection leaves conns when its dial fails or it breaks,
-	// before its callers are told, so their next call dials afresh.
-	conns map[string]*clientConn
+	// conns holds, per address and expected node, the connection being
+	// dialed or in use. Invariant: a connection leaves conns when its dial
+	// fails or it breaks, before its callers are told, so their next call
+	// dials afresh.
+	conns map[connKey]*clientConn
 }
 
 // NewClient returns a client; it dials nothing until the first Call. It
@@ -51,7 +52,7 @@ func NewClient(cfg ClientConfig) *Client {
 		dialTCP: dial,
 		ctx:     ctx,
 		cancel:  cancel,
-		conns:   make(map[string]*clientConn),
+		conns:   make(map[connKey]*clientConn),
 	}
 }
 
@@ -62,20 +63,31 @@ func NewClient(cfg ClientConfig) *Client {
 //   - ErrConnClosed (wrapped) if the connection broke with the call in
 //     flight: the request may or may not have been handled;
 //   - ErrRefused (wrapped) if the handshake was rejected;
-//   - wire.ErrFrameTooLarge (wrapped) if the request exceeds MaxFrame; nothing
-//     is sent;
+//   - wire.ErrFrameTooLarge (wrapped) if the request exceeds MaxFrame or the
+//     server's; nothing is sent;
 //   - ErrClosed after Close;
 //   - the dial error if addr cannot be reached.
 //
 // body must not be modified after Call starts: if ctx ends first, the request
 // may still be written after Call returns.
 func (c *Client) Call(ctx context.Context, addr string, typ uint8, body []byte) ([]byte, error) {
+	return c.CallNode(ctx, "", addr, typ, body)
+}
+
+// CallNode is Call to the node named node at addr: if the server there
+// gives another name in its Hello, the call fails with ErrRefused
+// (wrapped) and nothing is sent. An empty node accepts any server, as Call
+// does.
+func (c *Client) CallNode(ctx context.Context, node, addr string, typ uint8, body []byte) ([]byte, error) {
 	if size := wire.HeaderSize + len(body); size > c.cfg.MaxFrame {
 		return nil, fmt.Errorf("%w: request of %d bytes exceeds the max frame of %d", wire.ErrFrameTooLarge, size, c.cfg.MaxFrame)
 	}
-	cc, err := c.conn(ctx, addr)
+	cc, err := c.conn(ctx, connKey{addr, node})
 	if err != nil {
 		return nil, err
+	}
+	if size := wire.HeaderSize + len(body); size > cc.maxFrame {
+		return nil, fmt.Errorf("%w: request of %d bytes exceeds the max frame of %d of the server at %s", wire.ErrFrameTooLarge, size, cc.maxFrame, addr)
 	}
 	return cc.call(ctx, typ, body)
 }
@@ -99,18 +111,18 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// conn returns the connection to addr, starting a dial if there is none.
+// conn returns the connection for k, starting a dial if there is none.
 // Concurrent callers wait for the same dial.
-func (c *Client) conn(ctx context.Context, addr string) (*clientConn, error) {
+func (c *Client) conn(ctx context.Context, k connKey) (*clientConn, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return nil, ErrClosed
 	}
-	cc := c.conns[addr]
+	cc := c.conns[k]
 	if cc == nil {
-		cc = newClientConn(addr)
-		c.conns[addr] = cc
+		cc = newClientConn(k)
+		c.conns[k] = cc
 		c.wg.Go(func() { c.dial(cc) })
 	}
 	c.mu.Unlock()
@@ -130,7 +142,7 @@ func (c *Client) conn(ctx context.Context, addr string) (*clientConn, error) {
 // writer and reader; on failure it forgets cc so the next call dials again.
 // Either way it then releases the callers waiting on cc.ready.
 func (c *Client) dial(cc *clientConn) {
-	l, err := c.connect(cc.addr)
+	l, maxFrame, err := c.connect(cc.addr, cc.node)
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -144,36 +156,46 @@ func (c *Client) dial(cc *clientConn) {
 	}
 	if err != nil {
 		cc.dialErr = err
-		delete(c.conns, cc.addr)
+		delete(c.conns, cc.key())
 		return
 	}
-	cc.link = l
+	cc.link, cc.maxFrame = l, maxFrame
 	c.wg.Go(l.writeLoop)
 	c.wg.Go(func() { c.readLoop(cc) })
 }
 
 // connect dials addr and does the handshake, within DialTimeout and until
-// Close.
-func (c *Client) connect(addr string) (*link, error) {
+// Close, refusing a server that does not answer as node (unless node is
+// ""). It returns the link and the largest frame both ends accept.
+func (c *Client) connect(addr, node string) (*link, int, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.DialTimeout)
 	defer cancel()
 	nc, err := c.dialTCP(ctx, addr)
 	if err != nil {
-		return nil, fmt.Errorf("rpc: dial %s: %w", addr, err)
+		return nil, 0, fmt.Errorf("rpc: dial %s: %w", addr, err)
 	}
 	// The handshake blocks on the socket: closing it is how the timeout and
 	// Close interrupt it.
 	stop := context.AfterFunc(ctx, func() { _ = nc.Close() })
 	l := newLink(nc)
-	err = clientHandshake(l, addr, c.cfg.Hello, c.cfg.Accept)
+	accept := func(h Hello) error {
+		if node != "" && h.Node != node {
+			return fmt.Errorf("it is node %q, not %q", h.Node, node)
+		}
+		if c.cfg.Accept != nil {
+			return c.cfg.Accept(h)
+		}
+		return nil
+	}
+	maxFrame, err := clientHandshake(l, addr, c.cfg.Hello, c.cfg.MaxFrame, c.cfg.Secret, accept)
 	if !stop() {
 		err = fmt.Errorf("rpc: handshake with %s: %w", addr, ctx.Err())
 	}
 	if err != nil {
 		_ = nc.Close()
-		return nil, err
+		return nil, 0, err
 	}
-	return l, nil
+	return l, maxFrame, nil
 }
 
 // readLoop is cc's reader goroutine. When the connection breaks it forgets
@@ -183,8 +205,8 @@ func (c *Client) readLoop(cc *clientConn) {
 	cause := cc.link.cause
 
 	c.mu.Lock()
-	if c.conns[cc.addr] == cc {
-		delete(c.conns, cc.addr)
+	if c.conns[cc.key()] == cc {
+		delete(c.conns, cc.key())
 	}
 	c.mu.Unlock()
 

@@ -15,15 +15,24 @@ type result struct {
 	err  error
 }
 
+// connKey identifies a client's connection: the server's address and the
+// node name it must answer as ("" for any).
+type connKey struct{ addr, node string }
+
 // clientConn is a client's connection to one address and the calls in
 // flight on it.
 type clientConn struct {
 	addr string
-	// ready is closed when the dial ends. Invariant: link (on success) or
-	// dialErr (on failure) is set before, and neither changes after.
-	ready   chan struct{}
-	link    *link
-	dialErr error
+	// node is the name the server must give in its Hello; "" accepts any.
+	node string
+	// ready is closed when the dial ends. Invariant: link and maxFrame (on
+	// success) or dialErr (on failure) are set before, and none changes
+	// after.
+	ready chan struct{}
+	link  *link
+	// maxFrame is the largest frame both ends accept (see frameLimit).
+	maxFrame int
+	dialErr  error
 	// nextID numbers requests; ids start at 1, 0 is the handshake.
 	nextID atomic.Uint64
 
@@ -37,13 +46,16 @@ type clientConn struct {
 	broken error
 }
 
-func newClientConn(addr string) *clientConn {
+func newClientConn(k connKey) *clientConn {
 	return &clientConn{
-		addr:    addr,
+		addr:    k.addr,
+		node:    k.node,
 		ready:   make(chan struct{}),
 		pending: make(map[uint64]chan result),
 	}
 }
+
+func (cc *clientConn) key() connKey { return connKey{cc.addr, cc.node} }
 
 // call sends one request and waits for its response or for ctx.
 func (cc *clientConn) call(ctx context.Context, typ uint8, body []byte) ([]byte, error) {

@@ -33,13 +33,20 @@ type ServerConfig struct {
 	Handler Handler
 	// Hello is this node's identity, sent in reply to every client's Hello.
 	Hello Hello
+	// Secret, if set, is the cluster's shared secret: a client must prove
+	// it knows it (a MAC over this server's fresh nonce) before any request
+	// is read, and this server proves it in return. Every end must have the
+	// same one, or none.
+	Secret []byte
 	// Accept decides whether to talk to a client, given its Hello; an error
 	// refuses the connection and is sent to the client as the reason. Nil
 	// accepts every client.
 	Accept func(Hello) error
 	// MaxFrame is the largest frame read or written, in bytes, header
-	// included. A larger request drops the connection; a larger response is
-	// replaced by an error response. Zero means 16 MiB.
+	// included; the handshake tells it to the client, which sends nothing
+	// larger. A larger request drops the connection; a response larger than
+	// it or than the client's MaxFrame is replaced by an error response.
+	// Zero means 16 MiB.
 	MaxFrame int
 	// HandshakeTimeout bounds how long a new connection may take to send its
 	// Hello, so a silent peer does not hold a goroutine. Zero means 5s.
@@ -72,6 +79,9 @@ func (c *ServerConfig) validate() error {
 type ClientConfig struct {
 	// Hello is this node's identity, sent first on every connection.
 	Hello Hello
+	// Secret is the cluster's shared secret, as ServerConfig.Secret: a
+	// server that cannot prove it knows it is refused (ErrRefused).
+	Secret []byte
 	// Accept decides whether to talk to a server, given its Hello; an error
 	// fails the call with ErrRefused. Nil accepts every server.
 	Accept func(Hello) error
@@ -81,9 +91,10 @@ type ClientConfig struct {
 	// cancelled by Close. Nil means a net.Dialer. Tests set it to cut, delay
 	// and drop links.
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
-	// MaxFrame is the largest frame sent or read, in bytes, header included.
-	// A larger request fails before it is sent; a larger response drops the
-	// connection. Zero means 16 MiB.
+	// MaxFrame is the largest frame sent or read, in bytes, header included;
+	// the handshake tells it to the server, which sends nothing larger. A
+	// request larger than it or than the server's MaxFrame fails before it
+	// is sent; a larger response drops the connection. Zero means 16 MiB.
 	MaxFrame int
 	// Logger receives lost connections. Nil discards.
 	Logger *slog.Logger

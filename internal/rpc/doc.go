@@ -20,8 +20,12 @@
 // Every connection starts with a handshake: the client sends its Hello as a
 // frame of type 0, the server checks it with ServerConfig.Accept and answers
 // with its own Hello (or with the reason it refused), which the client checks
-// with ClientConfig.Accept. After that, requests carry an id chosen by the
-// client, responses echo it, and they may come back in any order.
+// with ClientConfig.Accept; then the client sends its proof of the shared
+// secret. Each Hello frame also carries its sender's MaxFrame, so that
+// neither end sends the other a larger frame, and a nonce; the server's
+// also carries its proof of the secret (see transcript). After that,
+// requests carry an id chosen by the client, responses echo it, and they
+// may come back in any order.
 //
 // # Goroutines
 //

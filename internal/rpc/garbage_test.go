@@ -16,14 +16,26 @@ import (
 
 // rawHandshake opens a raw connection and completes a valid handshake.
 func rawHandshake(t *testing.T, addr string) net.Conn {
+	return rawHandshakeWith(t, addr, nil)
+}
+
+// rawHandshakeWith opens a raw connection and completes a handshake,
+// proving knowledge of secret.
+func rawHandshakeWith(t *testing.T, addr string, secret []byte) net.Conn {
 	nc, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	bw := bufio.NewWriter(nc)
-	require.NoError(t, wire.WriteFrame(bw, wire.Frame{Type: helloType, Body: Hello{Cluster: "test"}.encode()}))
+	own := greeting{hello: Hello{Cluster: "test"}, nonce: newNonce()}
+	require.NoError(t, wire.WriteFrame(bw, wire.Frame{Type: helloType, Body: own.encode()}))
 	require.NoError(t, bw.Flush())
 	f, err := wire.ReadFrame(bufio.NewReader(nc), maxHelloFrame)
 	require.NoError(t, err)
 	require.Equal(t, wire.FlagResponse, f.Flags)
+	peer, err := decodeGreeting(f.Body)
+	require.NoError(t, err)
+	proof := transcript{cluster: "test", client: own, server: peer}.prove(secret, clientRole)
+	require.NoError(t, wire.WriteFrame(bw, wire.Frame{Type: helloType, Body: proof}))
+	require.NoError(t, bw.Flush())
 	return nc
 }
 

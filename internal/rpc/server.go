@@ -132,7 +132,7 @@ func (s *Server) untrack(l *link) {
 func (s *Server) serveConn(l *link) {
 	defer s.untrack(l)
 	remote := l.nc.RemoteAddr().String()
-	peer, err := s.handshake(l)
+	peer, maxFrame, err := s.handshake(l)
 	if err != nil {
 		l.fail(err)
 		if !errors.Is(l.cause, ErrClosed) {
@@ -143,7 +143,7 @@ func (s *Server) serveConn(l *link) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
 	s.wg.Go(l.writeLoop)
-	l.fail(s.readRequests(ctx, l))
+	l.fail(s.readRequests(ctx, l, maxFrame))
 	switch {
 	case errors.Is(l.cause, ErrClosed), errors.Is(l.cause, io.EOF):
 		s.cfg.Logger.Debug("rpc: connection closed", "remote", remote, "peer", peer.Node, "err", l.cause)
@@ -152,22 +152,23 @@ func (s *Server) serveConn(l *link) {
 	}
 }
 
-// handshake runs serverHandshake within HandshakeTimeout and returns the
-// client's Hello.
-func (s *Server) handshake(l *link) (Hello, error) {
+// handshake runs serverHandshake within HandshakeTimeout. It returns the
+// client's Hello and the largest frame both ends accept.
+func (s *Server) handshake(l *link) (Hello, int, error) {
 	if err := l.nc.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout)); err != nil {
-		return Hello{}, err
+		return Hello{}, 0, err
 	}
-	peer, err := serverHandshake(l, s.cfg.Hello, s.cfg.Accept)
+	peer, maxFrame, err := serverHandshake(l, s.cfg.Hello, s.cfg.MaxFrame, s.cfg.Secret, s.cfg.Accept)
 	if err != nil {
-		return peer, err
+		return peer, 0, err
 	}
-	return peer, l.nc.SetDeadline(time.Time{})
+	return peer, maxFrame, l.nc.SetDeadline(time.Time{})
 }
 
 // readRequests reads requests and starts a handler goroutine for each, until
-// reading fails or a frame breaks the protocol.
-func (s *Server) readRequests(ctx context.Context, l *link) error {
+// reading fails or a frame breaks the protocol. maxAnswer bounds the
+// answers: the largest frame both ends accept.
+func (s *Server) readRequests(ctx context.Context, l *link, maxAnswer int) error {
 	for {
 		f, err := wire.ReadFrame(l.br, s.cfg.MaxFrame)
 		if err != nil {
@@ -176,23 +177,23 @@ func (s *Server) readRequests(ctx context.Context, l *link) error {
 		if f.Flags != 0 {
 			return fmt.Errorf("rpc: request %d has flags %#x", f.ID, f.Flags)
 		}
-		s.wg.Go(func() { s.handle(ctx, l, f) })
+		s.wg.Go(func() { s.handle(ctx, l, f, maxAnswer) })
 	}
 }
 
 // handle runs the Handler for one request and queues its answer. An answer
-// that would exceed MaxFrame becomes an error answer, and error texts are
+// that would exceed maxAnswer becomes an error answer, and error texts are
 // cut to fit, so that no answer makes the client drop the connection.
-func (s *Server) handle(ctx context.Context, l *link, req wire.Frame) {
+func (s *Server) handle(ctx context.Context, l *link, req wire.Frame, maxAnswer int) {
 	resp := wire.Frame{ID: req.ID, Type: req.Type, Flags: wire.FlagResponse}
 	body, err := s.cfg.Handler(ctx, req.Type, req.Body)
-	if err == nil && wire.HeaderSize+len(body) > s.cfg.MaxFrame {
+	if err == nil && wire.HeaderSize+len(body) > maxAnswer {
 		err = fmt.Errorf("%w: response of %d bytes exceeds the max frame of %d",
-			wire.ErrFrameTooLarge, wire.HeaderSize+len(body), s.cfg.MaxFrame)
+			wire.ErrFrameTooLarge, wire.HeaderSize+len(body), maxAnswer)
 	}
 	if err != nil {
 		resp.Flags |= wire.FlagError
-		body = errorText(err, s.cfg.MaxFrame)
+		body = errorText(err, maxAnswer)
 	}
 	resp.Body = body
 	// This fails only if the connection is gone, and then nobody can be told.

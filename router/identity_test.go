@@ -1,0 +1,85 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/singlewriter/singlewriter/internal/rpc"
+	"github.com/singlewriter/singlewriter/owner"
+	"github.com/stretchr/testify/require"
+)
+
+// TestMessageForANodeIsNotAnsweredByAnother stops n1 and starts, on n1's
+// RPC address, a server of the same cluster that answers as another node
+// (a restarted container given the old IP, a port reused on one host).
+// Until failure detection, n0's table still maps n1 to that address. A
+// protocol message n0 sends to n1 must not be answered by that other node:
+// a promise or a replication acknowledgement counted as n1's would break
+// the majority the ownership protocol relies on.
+func TestMessageForANodeIsNotAnsweredByAnother(t *testing.T) {
+	c := newTestCluster(t, 2, nil)
+	n0, n1 := c.nodes[0], c.nodes[1]
+	addr := n1.server.Addr().String()
+	require.NoError(t, n1.Close())
+
+	ln, err := net.Listen("tcp", addr)
+	require.NoError(t, err)
+	var misdelivered atomic.Int64
+	impostor, err := rpc.Serve(rpc.ServerConfig{
+		Listener: ln,
+		Hello:    rpc.Hello{Cluster: fmt.Sprintf("%+v", n0.fingerprint()), Node: "impostor"},
+		Handler: func(context.Context, uint8, []byte) ([]byte, error) {
+			misdelivered.Add(1)
+			return nil, errors.New("impostor")
+		},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, impostor.Close()) })
+
+	m, ok := n0.ring.Table().Member("n1")
+	if !ok || m.RPCAddr != addr {
+		t.Skip("n0 already dropped n1 from its table; the window this test needs has closed")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = transport{n0}.Prepare(ctx, "n1", owner.Prepare{P: 0, Ballot: 1 << 40})
+	require.Error(t, err)
+	require.Zero(t, misdelivered.Load(), "a message for n1 reached the node now at n1's old address")
+}
+
+// TestRPCFromOutsiderWithoutTheSecretIsRefused runs a cluster with a
+// SecretKey: its nodes forward calls to each other, and a process that
+// does not know the key, connecting to a node's RPC port with the
+// handshake any node of that cluster sends (its fingerprint is all
+// defaults here, so guessable), is refused like at the gossip port: whoever
+// passes the handshake can run handlers and send the ownership protocol's
+// messages.
+func TestRPCFromOutsiderWithoutTheSecretIsRefused(t *testing.T) {
+	var ran atomic.Int64
+	c := newTestCluster(t, 2, func(n *Node) {
+		n.cfg.SecretKey = []byte("0123456789abcdef")
+		n.Handle("inc", func(ctx context.Context, req *Request) ([]byte, error) {
+			ran.Add(1)
+			return counter(ctx, req)
+		})
+	})
+	n0, n1 := c.nodes[0], c.nodes[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	key := keyOwnedBy(n0, "n1")
+	_, err := n0.Call(ctx, key, "inc", nil)
+	require.NoError(t, err, "a call forwarded between two nodes with the key")
+	require.Equal(t, int64(1), ran.Load())
+
+	outsider := rpc.NewClient(rpc.ClientConfig{Hello: rpc.Hello{Cluster: fmt.Sprintf("%+v", n1.fingerprint()), Node: "outsider"}})
+	t.Cleanup(func() { require.NoError(t, outsider.Close()) })
+	req := callRequest{ID: newRequestID(time.Now()), Key: key, Method: "inc"}
+	_, err = outsider.Call(ctx, n1.server.Addr().String(), msgCall, req.encode())
+	require.ErrorIs(t, err, rpc.ErrRefused)
+	require.Equal(t, int64(1), ran.Load(), "the outsider's call ran")
+}
