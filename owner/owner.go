@@ -55,6 +55,9 @@ type Owner struct {
 	// write lock before it waits, so it waits for every one of them.
 	closeMu sync.RWMutex
 	closed  bool
+	// copyAsked holds when this node last asked for a copy of each
+	// partition (askForCopies); only the reconcile loop touches it.
+	copyAsked map[int]time.Time
 }
 
 // New returns an Owner over cfg.Store, with the claims the store knows.
@@ -63,14 +66,15 @@ func New(cfg Config) (*Owner, error) {
 		return nil, err
 	}
 	o := &Owner{
-		cfg:     cfg,
-		store:   cfg.Store,
-		claims:  NewClaims(cfg.Partitions),
-		parts:   make([]*partition, cfg.Partitions),
-		kicks:   make(chan struct{}, 1),
-		sem:     make(chan struct{}, maxConcurrentAttempts),
-		unfinal: map[int]store.Claim{},
-		streams: map[string]*stream{},
+		cfg:       cfg,
+		store:     cfg.Store,
+		claims:    NewClaims(cfg.Partitions),
+		parts:     make([]*partition, cfg.Partitions),
+		kicks:     make(chan struct{}, 1),
+		sem:       make(chan struct{}, maxConcurrentAttempts),
+		unfinal:   map[int]store.Claim{},
+		copyAsked: map[int]time.Time{},
+		streams:   map[string]*stream{},
 	}
 	o.ctx, o.cancel = context.WithCancel(context.Background())
 	for p := range o.parts {
@@ -216,7 +220,8 @@ func (o *Owner) Serving(p int) (store.Claim, bool) { return o.parts[p].servedCla
 // Settled reports whether this node's view has converged: for every
 // partition it knows a claim whose owner and replicas are those the ring
 // places over the members it sees, and it serves, at that claim's epoch,
-// every partition such a claim gives it. Call it after Start.
+// every partition such a claim gives it, and it holds a copy of every
+// partition whose claim names it as a replica. Call it after Start.
 func (o *Owner) Settled() bool {
 	t := o.ring.Table()
 	for p, c := range o.claims.Snapshot() {
@@ -227,7 +232,7 @@ func (o *Owner) Settled() bool {
 			return false
 		}
 	}
-	return true
+	return o.holdsItsCopies()
 }
 
 // kick asks the loop to look at the ring and the claims again.
@@ -314,6 +319,7 @@ func (o *Owner) reconcile(t *ring.Table, now time.Time) time.Duration {
 		o.wg.Add(1)
 		go o.attempt(s, t)
 	}
+	o.askForCopies(t, now)
 	return wake
 }
 

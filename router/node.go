@@ -225,8 +225,11 @@ func (n *Node) Serving(p int) (store.Claim, bool) { return n.owner.Serving(p) }
 
 // Settled reports whether this node's view of the cluster has converged:
 // every partition's newest known claim has the owner and replicas that
-// placement gives over the members this node sees, and this node serves
-// the partitions it owns. A readiness check can poll it; it is one node's
+// placement gives over the members this node sees, this node serves the
+// partitions it owns, and it holds a copy of every partition whose claim
+// names it as a replica (after a lost data directory, once they were
+// synced to it again). A readiness check can poll it, and a rolling
+// replacement of disks should wait for it between nodes; it is one node's
 // view, so a cluster has settled when all its nodes are, each seeing all
 // the others (Members). It is false until Start has built the ring.
 func (n *Node) Settled() bool { return n.ready.Load() && n.owner.Settled() }

@@ -3,9 +3,11 @@ package router
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -205,4 +207,46 @@ func (h *partitionErrors) Handle(_ context.Context, r slog.Record) error {
 		return true
 	})
 	return nil
+}
+
+// A backup that lost its data directory and came back at once, before
+// failure detection (so the ring never changed), must get its copies back
+// without any traffic: the owners learn of a backup without a copy only
+// when a write to it fails, and a partition left one copy short would be
+// lost with the next disk. Settled stays false until then.
+func TestBackupThatLostItsDataDirGetsItsCopiesBackWithoutTraffic(t *testing.T) {
+	c := newTestCluster(t, 3, func(n *Node) { n.Handle("inc", counter) })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	victim := c.nodes[2]
+	keys := map[string][]byte{} // key -> its counter
+	for i := range 24 {
+		k := fmt.Appendf(nil, "acct-%d", i)
+		v, err := c.nodes[0].Call(ctx, k, "inc", nil)
+		require.NoError(t, err)
+		keys[string(k)] = v
+	}
+	cfg := c.restartConfig(victim)
+	require.NoError(t, victim.Close()) // no Leave: as after a crash
+	require.NoError(t, os.RemoveAll(cfg.DataDir))
+	restarted := c.start(cfg)
+
+	waitFor(t, 60*time.Second, func() error {
+		if !restarted.Settled() {
+			return errors.New("not settled")
+		}
+		return nil
+	})
+	for p, cl := range restarted.owner.Claims().Snapshot() {
+		m, err := restarted.store.Meta(p)
+		require.NoError(t, err)
+		require.True(t, slices.Contains(cl.Replicas, restarted.Name()), "partition %d: replicas %v", p, cl.Replicas)
+		require.NotZero(t, m.Promised, "partition %d: no copy", p)
+	}
+	for k, want := range keys {
+		got, ok, err := restarted.store.Get(restarted.Partition([]byte(k)), []byte(k))
+		require.NoError(t, err)
+		require.True(t, ok, "key %s is missing from the copy", k)
+		require.Equal(t, want, got, "key %s", k)
+	}
 }
