@@ -19,14 +19,43 @@ const convergeBound = 45 * time.Second
 // serves the partition at the claimed epoch. It returns the last
 // statuses and an error if that does not happen within convergeBound.
 func (c *cluster) converge() ([]api.Status, error) {
-	deadline := time.Now().Add(convergeBound)
+	var statuses []api.Status
+	err := await(convergeBound, func() (err error) {
+		statuses, err = c.agreement()
+		return err
+	})
+	return statuses, err
+}
+
+// await polls cond until it returns nil or bound has passed, and returns
+// its last error.
+func await(bound time.Duration, cond func() error) error {
+	deadline := time.Now().Add(bound)
 	for {
-		statuses, err := c.agreement()
+		err := cond()
 		if err == nil || time.Now().After(deadline) {
-			return statuses, err
+			return err
 		}
 		time.Sleep(100 * time.Millisecond) // polling a condition
 	}
+}
+
+// settled returns why the cluster has not settled, if it has not: the
+// nodes agree (agreement) and each reports itself settled
+// (router.Node.Settled: every claim it knows has the owner and replicas
+// placement gives, and the node holds a copy of every partition whose
+// claim names it).
+func (c *cluster) settled() error {
+	statuses, err := c.agreement()
+	if err != nil {
+		return err
+	}
+	for _, st := range statuses {
+		if !st.Settled {
+			return fmt.Errorf("%s is not settled: a claim it knows differs from placement, or it lacks a copy", st.Name)
+		}
+	}
+	return nil
 }
 
 // agreement returns the running nodes' statuses and why they do not agree,

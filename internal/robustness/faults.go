@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"time"
 
 	"github.com/singlewriter/singlewriter/internal/robustness/api"
@@ -23,6 +24,9 @@ const (
 	// bouncePause is the handler pause of bounce: long enough for a join,
 	// its acquisitions, a leave and its handoffs.
 	bouncePause = 3 * time.Second
+	// quickRestart is how long a wiped node stays down in wipe-fast:
+	// shorter than failure detection, so the others never see it gone.
+	quickRestart = 500 * time.Millisecond
 	// rejoinBound bounds the wait for a cluster to agree again between two
 	// faults of a sequence.
 	rejoinBound = 30 * time.Second
@@ -80,6 +84,34 @@ func (f *faults) crash() error {
 	f.c.kill(n)
 	time.Sleep(outage)
 	return f.restart(n)
+}
+
+// wipe kills a busy owner (another node than last, if there is one) with
+// SIGKILL, deletes its data directory, and after down restarts it under
+// its name on an empty one, which the node creates: a lost disk. It
+// returns once the cluster has settled (cluster.settled: the claims name
+// the replicas placement gives, and every node, the wiped one included,
+// holds a copy of every partition that names it), and fails if that takes
+// longer than rejoinBound.
+func (f *faults) wipe(last *node, down time.Duration) (*node, error) {
+	n := f.busyOwner()
+	for nodes := f.c.running(); n == last && len(nodes) > 1; {
+		n = nodes[f.rng.IntN(len(nodes))]
+	}
+	f.logf("SIGKILL %s and delete its data directory, for %v", n.name, down)
+	f.c.kill(n)
+	if err := os.RemoveAll(n.dir); err != nil {
+		return nil, err
+	}
+	time.Sleep(down)
+	if err := f.restart(n); err != nil {
+		return nil, err
+	}
+	if err := await(rejoinBound, f.c.settled); err != nil {
+		return nil, fmt.Errorf("not settled within %v after %s came back empty: %w", rejoinBound, n.name, err)
+	}
+	f.logf("settled")
+	return n, nil
 }
 
 // restart starts a stopped node again on its data directory.
@@ -292,13 +324,10 @@ func (f *faults) churn() error {
 // settle waits until the cluster agrees, at most rejoinBound; the final
 // convergence check is the one that counts.
 func (f *faults) settle() {
-	deadline := time.Now().Add(rejoinBound)
-	for time.Now().Before(deadline) {
-		if _, err := f.c.agreement(); err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond) // polling a condition
-	}
+	await(rejoinBound, func() error {
+		_, err := f.c.agreement()
+		return err
+	})
 }
 
 // bounce moves partitions away and back while handlers that wrote them

@@ -2,14 +2,17 @@
 // processes (internal/robustness/node) on 127.0.0.0/8 addresses, traffic
 // from several clients with unique written values, a nemesis per scenario
 // (process pause, kill, network partition, churn, slow links, all
-// combined), and checkers (porcupine linearizability per key, no
-// acknowledged write lost, epochs per partition, convergence after
-// healing). It is modeled on etcd's robustness tests and Jepsen's nemeses.
+// combined; and wipe and wipe-fast, the loss of a data directory, which
+// run only when named and need replicas), and checkers (porcupine
+// linearizability per key, no acknowledged write lost, epochs per
+// partition, convergence after healing). It is modeled on etcd's
+// robustness tests and Jepsen's nemeses.
 //
 // The long profile:
 //
 //	go run ./internal/robustness -runs 100 -out results.json
 //	go run ./internal/robustness -scenario pause -runs 20 -nodes 5 -parallel 3
+//	go run ./internal/robustness -scenario wipe -rf 3 -nodes 5 -runs 20
 //
 // It prints one row per scenario (runs, valid runs, operations,
 // violations, unavailable seconds) and writes the rows as a JSON array to
@@ -56,7 +59,7 @@ func main() {
 }
 
 func profile(runs int, duration time.Duration, out, scenario string, nodes, rf, parallel int, dir string, noFence bool, seed uint64, keep bool) error {
-	names, err := lookupScenarios(scenario)
+	names, err := lookupScenarios(scenario, rf)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 )
 
@@ -145,6 +146,20 @@ func TestHarnessFindsViolationsWithoutFencing(t *testing.T) {
 		}
 		if violations == 0 {
 			t.Errorf("%s: no violation found with fencing switched off", name)
+		}
+	}
+}
+
+// TestWipeNeedsReplicas checks that the wipe scenarios are refused with
+// replication factor 1, where a lost data directory loses its data by
+// design, and accepted with replicas.
+func TestWipeNeedsReplicas(t *testing.T) {
+	for _, name := range wipeNames {
+		if names, err := lookupScenarios("kill,"+name, 1); err == nil {
+			t.Errorf("%s accepted with -rf 1: %v", name, names)
+		}
+		if names, err := lookupScenarios(name, 3); err != nil || !slices.Equal(names, []string{name}) {
+			t.Errorf("%s with -rf 3: %v, %v", name, names, err)
 		}
 	}
 }

@@ -2,16 +2,24 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 )
 
 // A scenario is a nemesis: the faults one run injects while the traffic
 // runs.
 type scenario func(f *faults) error
 
-// scenarios are the nemeses by name, in report order.
+// scenarioNames are the nemeses "all" runs, in report order.
 var scenarioNames = []string{"pause", "kill", "partition", "churn", "slow", "bounce", "combined"}
 
+// wipeNames are the nemeses that lose a data directory: they run only
+// when named, and only with replicas (the short profile runs "all" with
+// replication factor 1, where the loss is expected).
+var wipeNames = []string{"wipe", "wipe-fast"}
+
+// scenarios are the nemeses by name.
 var scenarios = map[string]scenario{
 	// pause: SIGSTOP of a busy owner past failure detection (the others
 	// fail to acquire its partitions: with RF=1 they need its promise),
@@ -40,6 +48,14 @@ var scenarios = map[string]scenario{
 	// bounce: partitions move away and back while their handlers are
 	// paused; the regression scenario of the router's overlay bug.
 	"bounce": func(f *faults) error { return f.bounce() },
+	// wipe: kill -9 of a busy owner whose data directory is then deleted,
+	// restarted empty under its name after failure detection; once every
+	// node reports itself settled (every copy back), the same on another
+	// node.
+	"wipe": wipeTwice(outage),
+	// wipe-fast: wipe with the node back before failure detection, so
+	// that no member change prompts new claims.
+	"wipe-fast": wipeTwice(quickRestart),
 	// combined: three of the faults above, drawn by the seed.
 	"combined": func(f *faults) error {
 		moves := []func() error{
@@ -55,16 +71,36 @@ var scenarios = map[string]scenario{
 	},
 }
 
-// lookupScenarios returns the scenarios of a comma-separated list, or all
-// of them for "all".
-func lookupScenarios(list string) ([]string, error) {
+// wipeTwice returns a wipe scenario: two rounds of faults.wipe, each node
+// down for down, the second on another node.
+func wipeTwice(down time.Duration) scenario {
+	return func(f *faults) error {
+		var last *node
+		for range 2 {
+			n, err := f.wipe(last, down)
+			if err != nil {
+				return err
+			}
+			last = n
+		}
+		return nil
+	}
+}
+
+// lookupScenarios returns the scenarios of a comma-separated list, or
+// scenarioNames for "all", refusing the wipe scenarios without replicas
+// (rf 1).
+func lookupScenarios(list string, rf int) ([]string, error) {
 	if list == "all" {
 		return scenarioNames, nil
 	}
 	names := strings.Split(list, ",")
 	for _, name := range names {
 		if _, ok := scenarios[name]; !ok {
-			return nil, fmt.Errorf("unknown scenario %q (want one of %v, a comma-separated list, or all)", name, scenarioNames)
+			return nil, fmt.Errorf("unknown scenario %q (want one of %v, with replicas %v, a comma-separated list, or all)", name, scenarioNames, wipeNames)
+		}
+		if slices.Contains(wipeNames, name) && rf <= 1 {
+			return nil, fmt.Errorf("scenario %s needs replicas (-rf 3 or 5): with -rf %d a lost data directory loses its partitions' data, and the lost-update check would report it", name, rf)
 		}
 	}
 	return names, nil

@@ -137,6 +137,9 @@ type Status struct {
 	Claims []Claim `json:"claims"`
 	// Serving maps each partition served here to its epoch.
 	Serving map[int]uint64 `json:"serving"`
+	// Settled is router.Node.Settled: every claim the node knows has the
+	// owner and the replicas that placement gives.
+	Settled bool `json:"settled"`
 	// Audit lists each partition's epoch transitions recorded here.
 	Audit map[int][]Claim `json:"audit"`
 	// Stats are the node's counters.

@@ -121,7 +121,7 @@ func (c *control) pauseHandlers(w http.ResponseWriter, r *http.Request) {
 func (c *control) status() api.Status {
 	n := c.node
 	st := api.Status{
-		Name: n.Name(), Members: n.Members(), Serving: map[int]uint64{}, Audit: map[int][]api.Claim{},
+		Name: n.Name(), Members: n.Members(), Settled: n.Settled(), Serving: map[int]uint64{}, Audit: map[int][]api.Claim{},
 		Stats: n.Stats(), Paused: c.pause.now.Load(), PausedTotal: c.pause.total.Load(),
 	}
 	for p := range c.partitions {
