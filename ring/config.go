@@ -86,8 +86,8 @@ type Config struct {
 	// cut, delay and drop gossip.
 	Transport memberlist.NodeAwareTransport
 
-	// Logger receives the ring's logs and, at Debug, memberlist's. Nil
-	// discards them.
+	// Logger receives the ring's logs and memberlist's (its errors at
+	// Warn, its warnings at Info, the rest at Debug). Nil discards them.
 	Logger *slog.Logger
 }
 
@@ -177,6 +177,6 @@ func (cfg Config) memberlistConfig(h *hooks) *memberlist.Config {
 	mc.Alive = h
 	mc.Merge = h
 	mc.Conflict = h
-	mc.Logger = newDebugLogger(cfg.Logger)
+	mc.Logger = newMemberlistLogger(cfg.Logger)
 	return mc
 }
