@@ -16,8 +16,11 @@ import (
 // otherwise stay one copy short until its replica set changes, and a
 // second lost disk could lose it. It asks only where the ring agrees with
 // the claim (otherwise the next acquisition syncs the replicas anyway),
-// and at most once per resyncInterval per partition. It runs on the
-// reconcile loop's goroutine, the only one that touches copyAsked.
+// and at most once per resyncInterval per partition, never while a copy
+// of it is being fetched here (the owner's new claim would make that
+// copy's fetches fail, and a copy slower than the interval would never
+// complete). It runs on the reconcile loop's goroutine, the only one that
+// touches copyAsked.
 func (o *Owner) askForCopies(t *ring.Table, now time.Time) {
 	if !o.synced.Load() {
 		return
@@ -27,7 +30,7 @@ func (o *Owner) askForCopies(t *ring.Table, now time.Time) {
 			!sameMembers(c.Replicas, t.Replicas[p]) || now.Before(o.copyAsked[p].Add(resyncInterval)) {
 			continue
 		}
-		if m, err := o.store.Meta(p); err != nil || !o.forgot(m, c) {
+		if m, err := o.store.Meta(p); err != nil || !o.forgot(m, c) || o.parts[p].copying() {
 			continue
 		}
 		o.copyAsked[p] = now

@@ -209,6 +209,9 @@ func (o *Owner) HandleSync(ctx context.Context, req Sync) error {
 	case req.Source == o.cfg.Self:
 		return fmt.Errorf("owner: sync of partition %d: own position %v is not the expected %v", req.P, m.Position, req.Pos)
 	}
+	// A backup copying the partition does not ask for a copy meanwhile:
+	// the owner's new claim would refuse this copy's fetches.
+	defer o.parts[req.P].beginCopy()()
 	// Staged page by page: one page in memory, whatever the partition's size.
 	c, err := o.store.NewCopy(req.P)
 	if err != nil {
@@ -261,8 +264,10 @@ func (o *Owner) HandleFetch(p int, ballot epoch.Epoch, pos store.Position, after
 }
 
 // HandleHandoff starts acquiring partition req.P now, with replica set
-// req.Replicas, because its owner is leaving. It returns at once; the
-// caller watches the claims.
+// req.Replicas, because its owner is leaving, or, sent to the claim's own
+// owner, because a backup holds no copy (askForCopies; refused unless the
+// ring places the partition on this node). It returns at once; the caller
+// watches the claims.
 func (o *Owner) HandleHandoff(req Handoff) error {
 	p := req.P
 	if err := o.checkPartition(p); err != nil {
@@ -274,6 +279,13 @@ func (o *Owner) HandleHandoff(req Handoff) error {
 	c, ok := o.claims.Get(p)
 	if !ok {
 		return fmt.Errorf("owner: no claim known for partition %d", p)
+	}
+	// A Handoff to the claim's own owner is a backup asking for a copy
+	// (askForCopies); a Leave's never is. Only the ring's owner acts on it:
+	// another one would race the ring's owner, whose claim syncs the
+	// replicas anyway.
+	if t := o.ring.Table(); c.Owner == o.cfg.Self && (p >= len(t.Owners) || t.Owners[p] != o.cfg.Self) {
+		return fmt.Errorf("owner: partition %d: %s owns its claim but the ring places it elsewhere", p, o.cfg.Self)
 	}
 	o.closeMu.RLock()
 	defer o.closeMu.RUnlock()

@@ -72,9 +72,12 @@ type Config struct {
 	// means 1 MiB. Every node must use the same value.
 	MaxPayload int
 	// SecretKey, if set, encrypts gossip (16, 24 or 32 bytes) and
-	// authenticates RPC connections (each end proves it knows the key
-	// before a request is read; RPC traffic itself is not encrypted). It
-	// must be the same on every node.
+	// authenticates the setup of RPC connections (each end proves it
+	// knows the key before a request is read), which keeps out whoever
+	// can reach the RPC port without the key. RPC frames are neither
+	// encrypted nor authenticated one by one, so it does not protect
+	// against an attacker on the network path: run the cluster on a
+	// trusted network or in a tunnel. It must be the same on every node.
 	SecretKey []byte
 	// SettleTime is how long the membership view must be stable before the
 	// node acquires partitions. Zero means 300ms.

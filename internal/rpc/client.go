@@ -210,7 +210,13 @@ func (c *Client) readLoop(cc *clientConn) {
 	}
 	c.mu.Unlock()
 
-	cc.failPending(fmt.Errorf("%w: %s: %w", ErrConnClosed, cc.addr, cause))
+	failed := cause
+	if errors.Is(cause, wire.ErrFrameTooLarge) {
+		// A response too large to read: the calls were sent, so they must
+		// not match wire.ErrFrameTooLarge, which means nothing was sent.
+		failed = fmt.Errorf("rpc: the server broke the frame limit: %v", cause)
+	}
+	cc.failPending(fmt.Errorf("%w: %s: %w", ErrConnClosed, cc.addr, failed))
 	if !errors.Is(cause, ErrClosed) {
 		c.cfg.Logger.Warn("rpc: connection lost", "addr", cc.addr, "err", cause)
 	}

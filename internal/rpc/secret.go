@@ -28,7 +28,12 @@ func newNonce() []byte {
 // transcript is what a handshake's proofs of secret bind: the cluster, both
 // ends' names and both nonces. Each end proves it knows the secret by a MAC
 // over the other's fresh nonce, so a recorded handshake cannot be replayed,
-// and a client that does not know the secret never gets a request handled.
+// and a client that does not know the secret never gets a request handled
+// on a connection it opened. It authenticates the connection's setup
+// only: frames after the handshake carry no MAC, so an attacker on the
+// network path can pass a member's handshake through and then inject or
+// change frames. Against such an attacker the cluster's links need a
+// tunnel (TLS, a VPN) or a trusted network.
 // With no secret, the proofs are MACs under an empty key: every end
 // without a secret accepts every other one, and refuses an end with one.
 type transcript struct {
