@@ -48,14 +48,3 @@ func (o *Owner) askForCopies(t *ring.Table, now time.Time) {
 		}()
 	}
 }
-
-// holdsItsCopies reports whether this node holds a copy of every partition
-// whose claim names it as a replica.
-func (o *Owner) holdsItsCopies() bool {
-	for p, c := range o.claims.Snapshot() {
-		if m, err := o.store.Meta(p); err != nil || o.forgot(m, c) {
-			return false
-		}
-	}
-	return true
-}

@@ -231,8 +231,11 @@ func (o *Owner) Settled() bool {
 		if served, ok := o.Serving(p); c.Owner == o.cfg.Self && (!ok || served.Epoch != c.Epoch) {
 			return false
 		}
+		if m, err := o.store.Meta(p); err != nil || o.forgot(m, c) {
+			return false
+		}
 	}
-	return o.holdsItsCopies()
+	return true
 }
 
 // kick asks the loop to look at the ring and the claims again.
