@@ -140,6 +140,10 @@ type reply struct {
 // (Proposer.GiveUp).
 func (o *Owner) drive(prop *Proposer) Outcome {
 	replies := make(chan reply)
+	// finished lets the answers that arrive after the outcome go: a Sync
+	// to a replica outside the majority may take as long as its copy.
+	finished := make(chan struct{})
+	defer close(finished)
 	pending := 0
 	send := func(msgs []Message) {
 		for _, m := range msgs {
@@ -150,7 +154,7 @@ func (o *Owner) drive(prop *Proposer) Outcome {
 				r := o.deliver(m)
 				select {
 				case replies <- r:
-				case <-o.ctx.Done():
+				case <-finished:
 				}
 			}()
 		}
@@ -173,14 +177,6 @@ func (o *Owner) drive(prop *Proposer) Outcome {
 			send(prop.OnAccepted(r.from, *r.accept))
 		case r.chosen != nil:
 			prop.OnChosen(r.from, *r.chosen)
-		}
-	}
-	// Drain the answers still on their way so their goroutines end.
-	for ; pending > 0; pending-- {
-		select {
-		case <-replies:
-		case <-o.ctx.Done():
-			return Outcome{Failed: true}
 		}
 	}
 	prop.GiveUp()
@@ -222,12 +218,7 @@ func (o *Owner) deliver(m Message) reply {
 		}
 		r.accept = &ar
 	case m.Sync != nil:
-		var err error
-		if local {
-			err = o.HandleSync(ctx, *m.Sync)
-		} else {
-			err = o.cfg.Transport.Sync(ctx, m.To, *m.Sync)
-		}
+		err := o.syncReplica(m.To, *m.Sync)
 		if err != nil {
 			o.cfg.Logger.Debug("sync failed", "to", m.To, "partition", m.Sync.P, "err", err)
 		}

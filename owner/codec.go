@@ -3,6 +3,8 @@ package owner
 import (
 	"errors"
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/singlewriter/singlewriter/epoch"
 	"github.com/singlewriter/singlewriter/internal/wire"
@@ -82,14 +84,30 @@ func (m Sync) Encode() []byte {
 	EncodeClaim(&e, m.Base)
 	e.String(m.Source)
 	EncodePosition(&e, m.Pos)
+	e.Uvarint(uint64(max(m.Wait, 0)))
 	return e.Out()
 }
 
 // DecodeSync decodes a Sync.
 func DecodeSync(b []byte) (Sync, error) {
 	d := wire.NewDecoder(b)
-	m := Sync{P: DecodePartition(d), Ballot: epoch.Epoch(d.Uvarint()), Base: DecodeClaim(d), Source: d.String(), Pos: DecodePosition(d)}
+	m := Sync{P: DecodePartition(d), Ballot: epoch.Epoch(d.Uvarint()), Base: DecodeClaim(d), Source: d.String(), Pos: DecodePosition(d),
+		Wait: time.Duration(min(d.Uvarint(), math.MaxInt64))}
 	return m, finish(d, "sync")
+}
+
+// Encode returns m's wire encoding.
+func (m SyncReply) Encode() []byte {
+	var e wire.Encoder
+	e.Bool(m.Done)
+	return e.Out()
+}
+
+// DecodeSyncReply decodes a SyncReply.
+func DecodeSyncReply(b []byte) (SyncReply, error) {
+	d := wire.NewDecoder(b)
+	m := SyncReply{Done: d.Bool()}
+	return m, finish(d, "synced")
 }
 
 // Encode returns m's wire encoding.

@@ -3,6 +3,7 @@ package owner
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -27,9 +28,13 @@ func TestMessagesRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Accept{P: 5, Base: base, Value: claim}, a)
 
-	s, err := DecodeSync(Sync{P: 5, Ballot: 9, Base: base, Source: "a", Pos: meta.Position}.Encode())
+	s, err := DecodeSync(Sync{P: 5, Ballot: 9, Base: base, Source: "a", Pos: meta.Position, Wait: 1500 * time.Millisecond}.Encode())
 	require.NoError(t, err)
-	require.Equal(t, Sync{P: 5, Ballot: 9, Base: base, Source: "a", Pos: meta.Position}, s)
+	require.Equal(t, Sync{P: 5, Ballot: 9, Base: base, Source: "a", Pos: meta.Position, Wait: 1500 * time.Millisecond}, s)
+
+	sr, err := DecodeSyncReply(SyncReply{Done: true}.Encode())
+	require.NoError(t, err)
+	require.Equal(t, SyncReply{Done: true}, sr)
 
 	ch, err := DecodeChoose(Choose{P: 5, Claim: claim, Final: true}.Encode())
 	require.NoError(t, err)
@@ -111,7 +116,12 @@ func FuzzDecodeMessages(f *testing.F) {
 		_, _ = DecodeHandoff(b)
 		_, _ = DecodePromiseReply(b)
 		_, _ = DecodeAcceptReply(b)
-		_, _ = DecodeSync(b)
+		if m, err := DecodeSync(b); err == nil && m.P >= 0 {
+			again, err := DecodeSync(m.Encode())
+			require.NoError(t, err)
+			require.Equal(t, m.Wait, again.Wait)
+		}
+		_, _ = DecodeSyncReply(b)
 		_, _ = DecodeChoose(b)
 		_, _ = DecodeChooseReply(b)
 		c := NewClaims(8)

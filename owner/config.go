@@ -20,8 +20,9 @@ type Transport interface {
 	Prepare(ctx context.Context, to string, req Prepare) (PromiseReply, error)
 	// Accept sends phase 2 to node to.
 	Accept(ctx context.Context, to string, req Accept) (AcceptReply, error)
-	// Sync asks node to to copy a partition's data (see Sync).
-	Sync(ctx context.Context, to string, req Sync) error
+	// Sync asks node to to copy a partition's data (see Sync); a reply
+	// that is not Done means the copy is still being fetched.
+	Sync(ctx context.Context, to string, req Sync) (SyncReply, error)
 	// Choose tells node to that a claim was chosen.
 	Choose(ctx context.Context, to string, req Choose) (ChooseReply, error)
 	// Fetch reads one page of partition p's data from node from, for a

@@ -3,6 +3,7 @@ package owner
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,11 +14,13 @@ import (
 )
 
 // slowSource is a Transport whose fetches block until release is closed
-// (a large partition being copied), and that records the Handoffs sent.
+// (a large partition being copied), and that records the Handoffs sent
+// and counts the fetches that gave up on their context.
 type slowSource struct {
 	Transport
 	fetching chan struct{}
 	release  chan struct{}
+	gaveUp   atomic.Int32
 	mu       sync.Mutex
 	handoffs []Handoff
 }
@@ -31,6 +34,7 @@ func (s *slowSource) Fetch(ctx context.Context, _ string, _ int, _ epoch.Epoch, 
 	case <-s.release:
 		return nil, nil, context.Canceled
 	case <-ctx.Done():
+		s.gaveUp.Add(1)
 		return nil, nil, ctx.Err()
 	}
 }
@@ -59,7 +63,7 @@ func TestBackupDoesNotAskForACopyWhileOneIsBeingCopied(t *testing.T) {
 
 	copied := make(chan error, 1)
 	go func() {
-		copied <- b.HandleSync(ctx, Sync{P: 1, Ballot: 5, Base: c, Source: "a", Pos: store.Position{Epoch: 4, LSN: 3}})
+		copied <- syncCopy(ctx, b, Sync{P: 1, Ballot: 5, Base: c, Source: "a", Pos: store.Position{Epoch: 4, LSN: 3}})
 	}()
 	<-src.fetching // the copy is under way
 

@@ -2,7 +2,6 @@ package owner
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -133,113 +132,6 @@ func (o *Owner) learn(ctx context.Context, p int, c store.Claim) error {
 		return o.store.Drop(ctx, p, c.Epoch)
 	}
 	return nil
-}
-
-// HandleSync brings this node's copy of a partition up to req.Pos by
-// copying it from req.Source under req.Ballot. It first learns the
-// proposal's base claim (see Sync.Base). A copy already at req.Pos is
-// kept, but the promise is raised to req.Ballot as a copy would raise it,
-// in the transaction that checks the position (store.Keep): the promise is
-// how learn knows the copy may serve a newer proposal. The copy is
-// fetched page by page into a staged store.Copy, one page in memory at a
-// time, and installed in one transaction, so a replica never holds half a
-// copy. A replica that knows a chosen claim
-// newer than the proposal's base, or holds data written after it, refuses:
-// the proposer works from an old base and must not roll that data back.
-// A successor of the base that is not known to be final does not count: a
-// proposer that got this far had promises from a majority of the base's
-// replicas that did not know it, so it can never become final (see
-// Proposer), and its owner never wrote under it.
-func (o *Owner) HandleSync(ctx context.Context, req Sync) error {
-	if err := o.checkPartition(req.P); err != nil {
-		return err
-	}
-	if c, ok := o.claims.Get(req.P); ok && c.Epoch > req.Base.Epoch {
-		return fmt.Errorf("owner: sync of partition %d refused: claim %d, newer than the proposal's base %d, is final", req.P, c.Epoch, req.Base.Epoch)
-	}
-	m, err := o.store.Meta(req.P)
-	if err != nil {
-		return err
-	}
-	if blank(m) {
-		// Perhaps a replica that lost its data directory: what it promised
-		// or accepted before, in choosing the successor of the base or of
-		// an older claim, is forgotten. Once the copy raises its promise,
-		// or the base is recorded (a root claim), it no longer looks like
-		// it forgot, so that must be recorded first. It is readmitted only
-		// once it has the cluster's claims table, which refuses a proposal
-		// from a base older than the newest final claim above (a stale
-		// proposal would readmit it under too old a base).
-		if !o.synced.Load() {
-			return fmt.Errorf("owner: sync of partition %d refused: %s holds no copy and has no claims table from the cluster yet", req.P, o.cfg.Self)
-		}
-		if err := o.store.Readmit(ctx, req.P, req.Base.Epoch); err != nil {
-			return err
-		}
-	}
-	if err := o.learn(ctx, req.P, req.Base); err != nil {
-		return err
-	}
-	if m, err = o.store.Meta(req.P); err != nil {
-		return err
-	}
-	if m.Position == req.Pos {
-		// Keep checks the position again with the promise: a Drop (this
-		// node learning a claim it is not a replica of) may have committed
-		// since the read above. Then the copy is fetched like any other.
-		err := o.store.Keep(ctx, req.P, req.Ballot, req.Pos)
-		if err == nil {
-			// The copy may have moved since this node last applied a
-			// replicated batch (it owned the partition meanwhile): the new
-			// owner's first batch must re-read the position.
-			o.parts[req.P].forgetQueued()
-		}
-		if !errors.Is(err, store.ErrPosition) {
-			return err
-		}
-		if m, err = o.store.Meta(req.P); err != nil {
-			return err
-		}
-	}
-	switch {
-	case m.HasChosen && m.Chosen.Epoch > req.Base.Epoch && (m.Final || m.Chosen.Base != req.Base.Epoch):
-		return fmt.Errorf("owner: sync of partition %d refused: claim %d is newer than the proposal's base %d", req.P, m.Chosen.Epoch, req.Base.Epoch)
-	case m.Position.Epoch > req.Base.Epoch:
-		return fmt.Errorf("owner: sync of partition %d refused: data written at epoch %d, after the proposal's base %d", req.P, m.Position.Epoch, req.Base.Epoch)
-	case req.Source == o.cfg.Self:
-		return fmt.Errorf("owner: sync of partition %d: own position %v is not the expected %v", req.P, m.Position, req.Pos)
-	}
-	// A backup copying the partition does not ask for a copy meanwhile:
-	// the owner's new claim would refuse this copy's fetches.
-	defer o.parts[req.P].beginCopy()()
-	// Staged page by page: one page in memory, whatever the partition's size.
-	c, err := o.store.NewCopy(req.P)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err := c.Discard(); err != nil {
-			o.cfg.Logger.Warn("discarding a partition copy failed", "partition", req.P, "err", err)
-		}
-	}()
-	entries := 0
-	for after := []byte(nil); ; {
-		page, next, err := o.cfg.Transport.Fetch(ctx, req.Source, req.P, req.Ballot, req.Pos, after)
-		if err != nil {
-			return err
-		}
-		if err := c.Add(ctx, page); err != nil {
-			return err
-		}
-		entries += len(page)
-		if next == nil {
-			break
-		}
-		after = next
-	}
-	defer o.parts[req.P].forgetQueued()
-	o.cfg.Logger.Info("copying partition", "partition", req.P, "ballot", req.Ballot, "base", req.Base.Epoch, "source", req.Source, "position", req.Pos, "entries", entries, "replaced", m.Position)
-	return c.Install(ctx, req.Ballot, req.Pos)
 }
 
 // HandleFetch serves one page of partition p's data to a proposal at

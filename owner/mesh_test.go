@@ -61,10 +61,10 @@ func (t meshNode) Accept(ctx context.Context, to string, req Accept) (AcceptRepl
 	return n.HandleAccept(ctx, req)
 }
 
-func (t meshNode) Sync(ctx context.Context, to string, req Sync) error {
+func (t meshNode) Sync(ctx context.Context, to string, req Sync) (SyncReply, error) {
 	n, err := t.m.route(t.self, to, "sync")
 	if err != nil {
-		return err
+		return SyncReply{}, err
 	}
 	return n.HandleSync(ctx, req)
 }
@@ -105,9 +105,17 @@ func (t meshNode) Replicate(ctx context.Context, to string, req Replicate) ([]er
 // that lost its data directory comes back this way) and returns it.
 func (m *mesh) add(t *testing.T, name string) (*Owner, *store.Store) {
 	t.Helper()
+	return m.addWith(t, name, func(*Config) {})
+}
+
+// addWith is add with the node's Config changed by configure first.
+func (m *mesh) addWith(t *testing.T, name string, configure func(*Config)) (*Owner, *store.Store) {
+	t.Helper()
 	s, err := store.Open(store.Config{Dir: t.TempDir(), NoSync: true})
 	require.NoError(t, err)
-	o, err := New(Config{Self: name, Partitions: 4, Store: s, Transport: meshNode{self: name, m: m}, ReplicationFactor: 3})
+	cfg := Config{Self: name, Partitions: 4, Store: s, Transport: meshNode{self: name, m: m}, ReplicationFactor: 3}
+	configure(&cfg)
+	o, err := New(cfg)
 	require.NoError(t, err)
 	o.synced.Store(true) // the mesh has no gossip: as if a claims table had come
 	t.Cleanup(func() { o.Close(); s.Close() })

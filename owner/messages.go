@@ -1,6 +1,8 @@
 package owner
 
 import (
+	"time"
+
 	"github.com/singlewriter/singlewriter/epoch"
 	"github.com/singlewriter/singlewriter/store"
 )
@@ -71,6 +73,20 @@ type Sync struct {
 	Source string
 	// Pos is the position of Source's data that the copy must have.
 	Pos store.Position
+	// Wait is how long the target may hold its answer while the copy is
+	// being fetched; then it answers that the copy is not done yet, and the
+	// proposer asks again (with the same Sync, which finds the copy in
+	// progress). So a copy takes as long as its pages take, each bounded by
+	// the target's RequestTimeout, and a target that stops answering is
+	// noticed within one request's timeout. Zero: until the copy ends.
+	Wait time.Duration
+}
+
+// SyncReply answers a Sync.
+type SyncReply struct {
+	// Done reports that the target holds the copy at the Sync's position;
+	// false means the copy is still being fetched: ask again.
+	Done bool
 }
 
 // Handoff asks a node to acquire partition P now, because its owner is

@@ -52,9 +52,10 @@ type partition struct {
 	// not confirm before serving it began (the marker's collector may
 	// answer first): start then begins lagging.
 	lagsBefore epoch.Epoch
-	// copies counts the copies of this partition being fetched here
-	// (HandleSync): a backup that is copying does not ask for a copy.
-	copies int
+	// copy is the copy of this partition fetched here for a Sync (see
+	// copyJob), nil once its outcome was reported; a backup that is
+	// copying does not ask for a copy.
+	copy *copyJob
 
 	// On a replica: queued is the position of the last batch queued in the
 	// store here (valid if queuedKnown); turns[n] is closed when the batch
@@ -230,24 +231,4 @@ func (pt *partition) seenEpoch() epoch.Epoch {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	return pt.seen
-}
-
-// beginCopy records a copy of the partition being fetched here; the
-// returned func ends it.
-func (pt *partition) beginCopy() func() {
-	pt.mu.Lock()
-	defer pt.mu.Unlock()
-	pt.copies++
-	return func() {
-		pt.mu.Lock()
-		defer pt.mu.Unlock()
-		pt.copies--
-	}
-}
-
-// copying reports whether a copy of the partition is being fetched here.
-func (pt *partition) copying() bool {
-	pt.mu.Lock()
-	defer pt.mu.Unlock()
-	return pt.copies > 0
 }

@@ -207,7 +207,7 @@ func TestStaleSyncDoesNotReadmitAReplicaThatKnowsANewerClaim(t *testing.T) {
 	// from a peer), and c's Sync arrives.
 	na, _ := m.add(t, "a")
 	na.claims.Merge(p, k2)
-	require.Error(t, na.HandleSync(ctx, stale), "the stale Sync readmits a")
+	require.Error(t, syncCopy(ctx, na, stale), "the stale Sync readmits a")
 
 	// d, cut off from b, acquires from K1 (the newest claim it knows).
 	m.setDrop(func(from, to, kind string) bool {

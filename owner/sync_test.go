@@ -1,16 +1,19 @@
 package owner
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/singlewriter/singlewriter/epoch"
+	"github.com/singlewriter/singlewriter/ring"
 	"github.com/singlewriter/singlewriter/store"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
@@ -22,6 +25,16 @@ type unreachableSource struct{ Transport }
 
 func (unreachableSource) Fetch(context.Context, string, int, epoch.Epoch, store.Position, []byte) ([]store.Entry, []byte, error) {
 	return nil, nil, errors.New("source unreachable")
+}
+
+// syncCopy sends o a Sync with no Wait, which answers once the copy ended,
+// and returns its outcome.
+func syncCopy(ctx context.Context, o *Owner, req Sync) error {
+	r, err := o.HandleSync(ctx, req)
+	if err == nil && !r.Done {
+		return errors.New("a Sync with no Wait answered before its copy ended")
+	}
+	return err
 }
 
 // A replica asked to sync a copy it already holds keeps it and only raises
@@ -56,7 +69,7 @@ func TestSyncDoesNotKeepACopyThatIsDroppedMeanwhile(t *testing.T) {
 			for range i % 8 { // vary which of the two goes first
 				runtime.Gosched()
 			}
-			syncErr = r.HandleSync(ctx, req)
+			syncErr = syncCopy(ctx, r, req)
 		})
 		wg.Go(func() { <-start; learnErr = r.learn(ctx, 1, dropping) })
 		close(start)
@@ -125,7 +138,7 @@ func TestSyncInstallsEveryPageOrNothing(t *testing.T) {
 	require.NoError(t, apply(ctx, r, write(5, store.Position{}, "old", "x")))
 	req := Sync{P: 1, Ballot: 17, Base: store.Claim{Epoch: 11, Owner: "b", Replicas: []string{"b", "r"}}, Source: "b", Pos: held.Position}
 
-	require.Error(t, r.HandleSync(ctx, req))
+	require.Error(t, syncCopy(ctx, r, req))
 	v, ok, err := s.Get(1, []byte("old"))
 	require.NoError(t, err)
 	require.True(t, ok, "a failed sync keeps the old copy")
@@ -137,7 +150,7 @@ func TestSyncInstallsEveryPageOrNothing(t *testing.T) {
 	}
 
 	source.failAt, source.pages = 0, 0
-	require.NoError(t, r.HandleSync(ctx, req))
+	require.NoError(t, syncCopy(ctx, r, req))
 	require.Greater(t, source.pages, 10, "the copy came in many pages")
 	got, next, err := s.Export(1, held.Position, nil, 1<<20)
 	require.NoError(t, err)
@@ -189,9 +202,144 @@ func TestSyncKeepingACopyAcceptsTheNewOwnersFirstBatch(t *testing.T) {
 		owned = store.Position{Epoch: 2, LSN: owned.LSN + 1}
 	}
 	base := store.Claim{Epoch: 2, Owner: "r", Replicas: []string{"r", "b", "c"}}
-	require.NoError(t, r.HandleSync(ctx, Sync{P: 1, Ballot: 3, Base: base, Source: "b", Pos: owned}))
+	require.NoError(t, syncCopy(ctx, r, Sync{P: 1, Ballot: 3, Base: base, Source: "b", Pos: owned}))
 	turnCtx, cancel := context.WithTimeout(ctx, replicaTurnWait/2)
 	defer cancel()
 	require.NoError(t, apply(turnCtx, r, write(3, owned, "k", "from the new owner")),
 		"the new owner's first batch waited for batches that will never come")
+}
+
+// pacedFetches is a Transport whose fetches each wait for one more answer
+// "still copying" to have reached the proposer (on notDone): a copy whose
+// pages take about half a RequestTimeout each.
+type pacedFetches struct {
+	Transport
+	notDone <-chan struct{}
+	pages   atomic.Int32
+}
+
+func (f *pacedFetches) Fetch(ctx context.Context, from string, p int, ballot epoch.Epoch, pos store.Position, after []byte) ([]store.Entry, []byte, error) {
+	select {
+	case <-f.notDone:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	f.pages.Add(1)
+	return f.Transport.Fetch(ctx, from, p, ballot, pos, after)
+}
+
+// syncAnswers is a Transport that reports every Sync answer that says the
+// copy is still being fetched.
+type syncAnswers struct {
+	Transport
+	notDone chan<- struct{}
+}
+
+func (s syncAnswers) Sync(ctx context.Context, to string, req Sync) (SyncReply, error) {
+	r, err := s.Transport.Sync(ctx, to, req)
+	if err == nil && !r.Done {
+		s.notDone <- struct{}{}
+	}
+	return r, err
+}
+
+// A partition whose copy takes longer than one request's timeout still
+// changes owner: the proposer asks again while the copy is being fetched,
+// and each page has its own timeout. With the whole Sync bounded by
+// RequestTimeout, such a partition could never move or regain a replica
+// (each attempt's new promise at the source also fails the last attempt's
+// fetches). Copying 264 MB between two stores on this machine takes
+// about 3.6 s, the default RequestTimeout is 4 s.
+func TestCopyLongerThanARequestTimeoutCompletes(t *testing.T) {
+	const p = 1
+	const requestTimeout = 400 * time.Millisecond
+	ctx := context.Background()
+	notDone := make(chan struct{})
+	m := &mesh{}
+	_, sa := m.addWith(t, "a", func(c *Config) { c.RequestTimeout = requestTimeout })
+	fetches := &pacedFetches{notDone: notDone}
+	_, sb := m.addWith(t, "b", func(c *Config) {
+		c.RequestTimeout = requestTimeout
+		fetches.Transport = c.Transport
+		c.Transport = fetches
+	})
+	c, _ := m.addWith(t, "c", func(c *Config) {
+		c.RequestTimeout = requestTimeout
+		c.Transport = syncAnswers{Transport: c.Transport, notDone: notDone}
+	})
+	k := claimOn(t, p, store.Claim{Epoch: 1, Owner: "a", Replicas: []string{"a"}}, sa)
+	big := bytes.Repeat([]byte("x"), 700<<10) // one entry per page: three pages
+	require.NoError(t, sa.Commit(ctx, &store.Batch{Partition: p, Epoch: 1, Writes: []store.KV{
+		{Key: []byte("k1"), Value: big}, {Key: []byte("k2"), Value: big}, {Key: []byte("k3"), Value: big},
+	}}))
+	held, err := sa.Meta(p)
+	require.NoError(t, err)
+
+	start := time.Now()
+	ok, _ := c.acquire(p, k, &ring.Table{}, []string{"c", "b"})
+	require.True(t, ok, "c's claim with replica b, whose copy takes three pages, was not chosen")
+	require.Greater(t, time.Since(start), requestTimeout, "the copy did not outlast a request's timeout")
+	require.EqualValues(t, 3, fetches.pages.Load())
+	kc, serving := c.Serving(p)
+	require.True(t, serving)
+	require.Equal(t, []string{"c", "b"}, kc.Replicas)
+	mb, err := sb.Meta(p)
+	require.NoError(t, err)
+	require.True(t, held.Position.Less(mb.Position), "b holds %v, not the copy at %v and c's start marker", mb.Position, held.Position)
+	v, ok, err := sb.Get(p, []byte("k3"))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, big, v)
+}
+
+// A replica outside the majority whose copy is slow does not hold up the
+// new owner: its claim is chosen and served while that copy is still being
+// fetched (the copy goes on, and completes or fails on its own).
+func TestSlowCopyToAReplicaOutsideTheMajorityDoesNotDelayTheOwner(t *testing.T) {
+	const p = 1
+	m := &mesh{}
+	_, sa := m.add(t, "a")
+	src := &slowSource{fetching: make(chan struct{}, 1), release: make(chan struct{})}
+	defer close(src.release)
+	m.addWith(t, "b", func(c *Config) { src.Transport = c.Transport; c.Transport = src })
+	m.add(t, "d")
+	c, _ := m.add(t, "c")
+	k := claimOn(t, p, store.Claim{Epoch: 1, Owner: "a", Replicas: []string{"a"}}, sa)
+
+	ok, _ := c.acquire(p, k, &ring.Table{}, []string{"c", "b", "d"})
+	require.True(t, ok)
+	require.Zero(t, src.gaveUp.Load(), "the new owner waited for b's copy until its fetch timed out")
+	_, serving := c.Serving(p)
+	require.True(t, serving)
+}
+
+// A Sync at a higher ballot replaces a copy still being fetched for a
+// lower one (that proposal lost, and the source refuses its fetches once
+// it promised the higher ballot), and the lower one, asked again, is
+// refused instead of restarting its copy.
+func TestSyncAtAHigherBallotReplacesACopyInProgress(t *testing.T) {
+	ctx := context.Background()
+	src := &slowSource{fetching: make(chan struct{}, 1), release: make(chan struct{})}
+	defer close(src.release)
+	b, _ := replicaOf(t, func(c *Config) { c.Self = "b"; c.Transport = src })
+	b.synced.Store(true)
+	base := store.Claim{Epoch: 4, Owner: "a", Replicas: []string{"a", "b", "c"}}
+	pos := store.Position{Epoch: 4, LSN: 3}
+	low := Sync{P: 1, Ballot: 5, Base: base, Source: "a", Pos: pos, Wait: time.Millisecond}
+	high := Sync{P: 1, Ballot: 6, Base: base, Source: "c", Pos: pos, Wait: time.Millisecond}
+
+	r, err := b.HandleSync(ctx, low)
+	require.NoError(t, err)
+	require.False(t, r.Done)
+	<-src.fetching // the copy for ballot 5 is under way
+
+	r, err = b.HandleSync(ctx, high)
+	require.NoError(t, err)
+	require.False(t, r.Done)
+	<-src.fetching // the copy for ballot 6 started, once the other ended
+	require.EqualValues(t, 1, src.gaveUp.Load(), "the copy for ballot 5 was not cancelled")
+	require.True(t, b.parts[1].copying())
+
+	_, err = b.HandleSync(ctx, low)
+	require.ErrorContains(t, err, "a copy for ballot 6 is being fetched")
 }

@@ -40,9 +40,12 @@ func (t transport) Accept(ctx context.Context, to string, req owner.Accept) (own
 }
 
 // Sync implements owner.Transport.
-func (t transport) Sync(ctx context.Context, to string, req owner.Sync) error {
-	_, err := t.call(ctx, to, msgSync, req.Encode())
-	return err
+func (t transport) Sync(ctx context.Context, to string, req owner.Sync) (owner.SyncReply, error) {
+	b, err := t.call(ctx, to, msgSync, req.Encode())
+	if err != nil {
+		return owner.SyncReply{}, err
+	}
+	return owner.DecodeSyncReply(b)
 }
 
 // Choose implements owner.Transport.
@@ -108,7 +111,8 @@ func (n *Node) serve(ctx context.Context, typ uint8, body []byte) ([]byte, error
 		if err != nil {
 			return nil, err
 		}
-		return nil, n.owner.HandleSync(ctx, req)
+		r, err := n.owner.HandleSync(ctx, req)
+		return r.Encode(), err
 	case msgChoose:
 		req, err := owner.DecodeChoose(body)
 		if err != nil {
