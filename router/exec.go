@@ -88,7 +88,13 @@ func (n *Node) execute(ctx context.Context, req callRequest) callResponse {
 		return callResponse{Status: statusUnknownMethod, Body: []byte(req.Method)}
 	}
 	j := &job{ctx: ctx, req: req, h: h, done: make(chan callResponse, 1)}
+	n.closeMu.RLock()
+	if n.closed {
+		n.closeMu.RUnlock()
+		return callResponse{Status: statusUnavailable, Body: []byte(ErrClosed.Error())}
+	}
 	n.exec.parts[n.Partition(req.Key)].enqueue(n, j)
+	n.closeMu.RUnlock()
 	select {
 	case r := <-j.done:
 		return r

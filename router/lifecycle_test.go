@@ -85,3 +85,21 @@ func TestCloseEndsTheHandlerOfACallMadeOnTheSameNode(t *testing.T) {
 	}
 	require.Error(t, <-called)
 }
+
+// A call that passed Call's closed check just before Close, and reaches
+// execute only after Close waited for the node's goroutines, is refused
+// there: it must not start its key's worker after that wait.
+func TestCallReachingExecuteAfterCloseStartsNoWorker(t *testing.T) {
+	c := &testCluster{t: t, dir: t.TempDir(), setup: func(n *Node) { n.Handle("inc", counter) }}
+	n := c.add("n0", true)
+	c.waitConverged()
+	require.NoError(t, n.Close())
+
+	r := n.execute(context.Background(), callRequest{ID: []byte("id"), Key: []byte("k"), Method: "inc"})
+	require.Equal(t, statusUnavailable, r.Status)
+	require.Equal(t, ErrClosed.Error(), string(r.Body), "the call reached the key's worker")
+	pe := n.exec.parts[n.Partition([]byte("k"))]
+	pe.mu.Lock()
+	defer pe.mu.Unlock()
+	require.Empty(t, pe.queues)
+}

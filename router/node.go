@@ -44,6 +44,11 @@ type Node struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+	// closeMu orders Close against execute, which starts key workers (adds
+	// to wg) under its read lock once it saw closed unset; Close sets
+	// closed under the write lock, so no worker starts after its Wait.
+	closeMu sync.RWMutex
+	closed  bool
 	started bool
 	// ready is set once Start has built the ring and started the owner over
 	// it: the methods that read them (Call, Members, GossipAddr, Settled)
@@ -282,6 +287,9 @@ func (n *Node) Leave(ctx context.Context) error {
 func (n *Node) Close() error {
 	var err error
 	n.once.Do(func() {
+		n.closeMu.Lock()
+		n.closed = true
+		n.closeMu.Unlock()
 		n.cancel()
 		if n.server != nil {
 			err = errors.Join(err, n.server.Close())
