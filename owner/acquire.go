@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/singlewriter/singlewriter/epoch"
 	"github.com/singlewriter/singlewriter/ring"
@@ -140,8 +141,7 @@ type reply struct {
 // (Proposer.GiveUp).
 func (o *Owner) drive(prop *Proposer) Outcome {
 	replies := make(chan reply)
-	// finished lets the answers that arrive after the outcome go: a Sync
-	// to a replica outside the majority may take as long as its copy.
+	// finished lets the answers that come too late go (see below).
 	finished := make(chan struct{})
 	defer close(finished)
 	pending := 0
@@ -177,6 +177,23 @@ func (o *Owner) drive(prop *Proposer) Outcome {
 			send(prop.OnAccepted(r.from, *r.accept))
 		case r.chosen != nil:
 			prop.OnChosen(r.from, *r.chosen)
+		}
+	}
+	// Wait a while for the answers still on their way, mostly Syncs to
+	// replicas outside the majority: once the claim is announced, a
+	// replica refuses its Sync (it knows a final claim newer than the
+	// proposal's base) and lags from the start, until a resync. A copy
+	// slower than that goes on without delaying the claim further.
+	wait := time.NewTimer(o.cfg.RequestTimeout / 2)
+	defer wait.Stop()
+drain:
+	for ; pending > 0; pending-- {
+		select {
+		case <-replies:
+		case <-wait.C:
+			break drain
+		case <-o.ctx.Done():
+			return Outcome{Failed: true}
 		}
 	}
 	prop.GiveUp()
