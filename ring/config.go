@@ -80,10 +80,12 @@ type Config struct {
 	PushPullInterval time.Duration
 
 	// Transport carries gossip packets and streams. Nil means memberlist's
-	// own network transport bound on BindAddr:BindPort. A transport given
-	// here is already bound (BindAddr and BindPort are then only reported in
-	// errors); GossipAddr reports the address it advertises. Tests use it to
-	// cut, delay and drop gossip.
+	// own network transport bound on BindAddr:BindPort, whose dials the
+	// ring aborts when it closes and when Join's context ends. A transport
+	// given here is already bound (BindAddr and BindPort are then only
+	// reported in errors); GossipAddr reports the address it advertises.
+	// Its dials are its own: Close, Leave and Join wait for a dial in
+	// progress to end. Tests use it to cut, delay and drop gossip.
 	Transport memberlist.NodeAwareTransport
 
 	// Logger receives the ring's logs and memberlist's (its errors at

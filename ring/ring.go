@@ -43,6 +43,11 @@ type Ring struct {
 	done chan struct{}  // closed by Close: stops the table goroutine and Join
 	wg   sync.WaitGroup // the table and reconnect goroutines
 
+	// dials is the gossip transport when the ring made it (Config.Transport
+	// nil); abortDials aborts its dials, first thing in Close and Leave.
+	dials      *dialer
+	abortDials context.CancelFunc
+
 	// table is the published table. Invariant: never nil, and each published
 	// table's Version is one more than the previous one's.
 	table atomic.Pointer[Table]
@@ -87,8 +92,21 @@ func New(cfg Config) (*Ring, error) {
 		NumNodes:       func() int { return len(r.table.Load().Members) },
 		RetransmitMult: mc.RetransmitMult,
 	}
+	life, abort := context.WithCancel(context.Background())
+	r.abortDials = abort
+	if mc.Transport == nil {
+		if r.dials, err = newDialer(life, mc, mc.Logger); err != nil {
+			abort()
+			return nil, fmt.Errorf("ring: start gossip on %s:%d: %w", mc.BindAddr, cfg.BindPort, err)
+		}
+		mc.Transport = r.dials
+	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
+		abort()
+		if r.dials != nil {
+			_ = r.dials.Shutdown()
+		}
 		return nil, fmt.Errorf("ring: start gossip on %s:%d: %w", mc.BindAddr, cfg.BindPort, err)
 	}
 	r.ml = ml
@@ -117,7 +135,7 @@ func (r *Ring) Join(ctx context.Context) error {
 			return nil
 		}
 		refused := r.hooks.refusals.Load()
-		n, err := r.ml.Join(r.cfg.Seeds)
+		n, err := r.joinSeeds(ctx)
 		if n > 0 {
 			r.logger.Debug("ring: joined", "node", r.cfg.Name, "seeds_reached", n)
 			r.startReconnect()
@@ -143,6 +161,14 @@ func (r *Ring) Join(ctx context.Context) error {
 		}
 		backoff = min(2*backoff, joinBackoffMax)
 	}
+}
+
+// joinSeeds has memberlist join the seeds, its dials ending with ctx.
+func (r *Ring) joinSeeds(ctx context.Context) (int, error) {
+	if r.dials != nil {
+		defer r.dials.joining(ctx)()
+	}
+	return r.ml.Join(r.cfg.Seeds)
 }
 
 // startReconnect starts the reconnect goroutine unless the ring is
@@ -202,6 +228,7 @@ func (r *Ring) LocalName() string { return r.cfg.Name }
 // from their tables at once instead of after failure detection. Close waits
 // for a Leave in progress.
 func (r *Ring) Leave(ctx context.Context) error {
+	r.abortDials()
 	r.lifeMu.Lock()
 	defer r.lifeMu.Unlock()
 	if r.closed {
@@ -222,6 +249,7 @@ func (r *Ring) Leave(ctx context.Context) error {
 // node as failed) and stops the table goroutine, waiting for it. It is
 // idempotent.
 func (r *Ring) Close() error {
+	r.abortDials()
 	r.lifeMu.Lock()
 	defer r.lifeMu.Unlock()
 	return r.closeLocked()
