@@ -179,18 +179,26 @@ func (o *Owner) drive(prop *Proposer) Outcome {
 			prop.OnChosen(r.from, *r.chosen)
 		}
 	}
-	// Wait a while for the answers still on their way, mostly Syncs to
-	// replicas outside the majority: once the claim is announced, a
-	// replica refuses its Sync (it knows a final claim newer than the
-	// proposal's base) and lags from the start, until a resync. A copy
-	// slower than that goes on without delaying the claim further.
-	wait := time.NewTimer(o.cfg.RequestTimeout / 2)
-	defer wait.Stop()
+	// Wait for the answers still on their way, mostly Syncs to replicas
+	// outside the majority: once the claim is announced, a replica refuses
+	// its Sync (it knows a final claim newer than the proposal's base), and
+	// its copy's source moves on with the owner's first write, so it lags
+	// until a resync. A new owner waits at most half a RequestTimeout: it
+	// takes over a partition nobody serves. In a resync (this node's own
+	// claim, drained for the attempt) it waits for every copy that makes
+	// progress (each answer within RequestTimeout): one cut short would
+	// fail the same way at every resync, and the replica never catch up.
+	var bound <-chan time.Time
+	if prop.base.Owner != o.cfg.Self {
+		t := time.NewTimer(o.cfg.RequestTimeout / 2)
+		defer t.Stop()
+		bound = t.C
+	}
 drain:
 	for ; pending > 0; pending-- {
 		select {
 		case <-replies:
-		case <-wait.C:
+		case <-bound:
 			break drain
 		case <-o.ctx.Done():
 			return Outcome{Failed: true}

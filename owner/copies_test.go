@@ -14,12 +14,14 @@ import (
 )
 
 // slowSource is a Transport whose fetches block until release is closed
-// (a large partition being copied), and that records the Handoffs sent
-// and counts the fetches that gave up on their context.
+// (a large partition being copied) and then return page, the whole copy,
+// or fail if page is nil; it records the Handoffs sent and counts the
+// fetches that gave up on their context.
 type slowSource struct {
 	Transport
 	fetching chan struct{}
 	release  chan struct{}
+	page     []store.Entry
 	gaveUp   atomic.Int32
 	mu       sync.Mutex
 	handoffs []Handoff
@@ -32,6 +34,9 @@ func (s *slowSource) Fetch(ctx context.Context, _ string, _ int, _ epoch.Epoch, 
 	}
 	select {
 	case <-s.release:
+		if s.page != nil {
+			return s.page, nil, nil
+		}
 		return nil, nil, context.Canceled
 	case <-ctx.Done():
 		s.gaveUp.Add(1)

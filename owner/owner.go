@@ -49,7 +49,7 @@ type Owner struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
-	// closeMu orders Close against Submit and HandleHandoff, which start
+	// closeMu orders Close against Submit, HandleHandoff and startCopy, which start
 	// goroutines for callers outside the Owner: they start them under the
 	// read lock once they saw closed unset, and Close sets closed under the
 	// write lock before it waits, so it waits for every one of them.

@@ -108,6 +108,9 @@ func (o *Owner) HandleSync(ctx context.Context, req Sync) (SyncReply, error) {
 		return SyncReply{}, fmt.Errorf("owner: sync of partition %d refused: data written at epoch %d, after the proposal's base %d", req.P, m.Position.Epoch, req.Base.Epoch)
 	case req.Source == o.cfg.Self:
 		return SyncReply{}, fmt.Errorf("owner: sync of partition %d: own position %v is not the expected %v", req.P, m.Position, req.Pos)
+	case m.Promised > req.Ballot:
+		// Install would refuse it: no use fetching the copy.
+		return SyncReply{}, fmt.Errorf("owner: sync of partition %d refused: ballot %d promised, above the sync's %d", req.P, m.Promised, req.Ballot)
 	}
 	j, err := o.startCopy(req, m.Position)
 	if err != nil {
@@ -120,7 +123,9 @@ func (o *Owner) HandleSync(ctx context.Context, req Sync) (SyncReply, error) {
 // background of the Sync requests that wait for it: a copy outlives any
 // one request's timeout.
 type copyJob struct {
+	// ballot, base, source and pos are those of the Sync it serves.
 	ballot epoch.Epoch
+	base   epoch.Epoch
 	source string
 	pos    store.Position
 	// cancel stops the copy (a Sync at a higher ballot replaces it).
@@ -145,7 +150,7 @@ func (j *copyJob) ended() bool {
 func (pt *partition) copyFor(req Sync) *copyJob {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	if j := pt.copy; j != nil && j.ballot == req.Ballot && j.source == req.Source && j.pos == req.Pos {
+	if j := pt.copy; j != nil && j.ballot == req.Ballot && j.base == req.Base.Epoch && j.source == req.Source && j.pos == req.Pos {
 		return j
 	}
 	return nil
@@ -180,7 +185,7 @@ func (o *Owner) startCopy(req Sync, replaced store.Position) (*copyJob, error) {
 		prev.cancel()
 	}
 	ctx, cancel := context.WithCancel(o.ctx)
-	j := &copyJob{ballot: req.Ballot, source: req.Source, pos: req.Pos, cancel: cancel, done: make(chan struct{})}
+	j := &copyJob{ballot: req.Ballot, base: req.Base.Epoch, source: req.Source, pos: req.Pos, cancel: cancel, done: make(chan struct{})}
 	pt.copy = j
 	o.wg.Add(1)
 	go func() {
@@ -227,9 +232,12 @@ func (o *Owner) awaitCopy(ctx context.Context, req Sync, j *copyJob) (SyncReply,
 // fetchCopy fetches req's copy page by page into a staged store.Copy, one
 // page in memory at a time whatever the partition's size, each page
 // within RequestTimeout, and installs it in one transaction, so a replica
-// never holds half a copy.
+// never holds half a copy. The install is refused if this replica's data
+// moved from replaced, the position HandleSync checked (no data written
+// after the proposal's base): a batch applied meanwhile, of a claim chosen
+// while the copy ran, may hold acknowledged writes the copy lacks.
 func (o *Owner) fetchCopy(ctx context.Context, req Sync, replaced store.Position) error {
-	c, err := o.store.NewCopy(req.P)
+	c, err := o.store.NewCopy(req.P, replaced)
 	if err != nil {
 		return err
 	}

@@ -238,7 +238,10 @@ type syncAnswers struct {
 func (s syncAnswers) Sync(ctx context.Context, to string, req Sync) (SyncReply, error) {
 	r, err := s.Transport.Sync(ctx, to, req)
 	if err == nil && !r.Done {
-		s.notDone <- struct{}{}
+		select {
+		case s.notDone <- struct{}{}:
+		case <-ctx.Done():
+		}
 	}
 	return r, err
 }
@@ -298,19 +301,22 @@ func TestCopyLongerThanARequestTimeoutCompletes(t *testing.T) {
 // fails on its own).
 func TestSlowCopyToAReplicaOutsideTheMajorityDoesNotDelayTheOwner(t *testing.T) {
 	const p = 1
-	timeout := func(c *Config) { c.RequestTimeout = 2 * time.Second }
 	m := &mesh{}
-	_, sa := m.addWith(t, "a", timeout)
+	_, sa := m.add(t, "a")
 	src := &slowSource{fetching: make(chan struct{}, 1), release: make(chan struct{})}
 	defer close(src.release)
-	m.addWith(t, "b", func(c *Config) { timeout(c); src.Transport = c.Transport; c.Transport = src })
-	m.addWith(t, "d", timeout)
-	c, _ := m.addWith(t, "c", timeout)
+	b, _ := m.addWith(t, "b", func(c *Config) {
+		c.RequestTimeout = time.Hour // b's fetch waits for the test, not for a timeout
+		src.Transport = c.Transport
+		c.Transport = src
+	})
+	m.add(t, "d")
+	c, _ := m.add(t, "c")
 	k := claimOn(t, p, store.Claim{Epoch: 1, Owner: "a", Replicas: []string{"a"}}, sa)
 
 	ok, _ := c.acquire(p, k, &ring.Table{}, []string{"c", "b", "d"})
 	require.True(t, ok)
-	require.Zero(t, src.gaveUp.Load(), "the new owner waited for b's copy until its fetch timed out")
+	require.True(t, b.parts[p].copying(), "the new owner waited for b's copy to end")
 	_, serving := c.Serving(p)
 	require.True(t, serving)
 }
@@ -377,4 +383,82 @@ func TestReplicaWhoseSyncAnswersLateHoldsTheCopyWhenTheClaimIsAnnounced(t *testi
 	require.NoError(t, err)
 	require.True(t, ok, "b does not hold the copy when the claim is announced")
 	require.Equal(t, "v1", string(v))
+}
+
+// A copy started for a Sync at ballot 5 from base K (epoch 1) is not
+// installed over writes made after K that this replica acknowledged while
+// the copy was being fetched (a proposal at ballot 3, chosen first, is
+// served). HandleSync checks "holds data written after K" only when the
+// copy starts, and Install alone refuses only data at epoch 5 or later.
+// Found in review: K's replicas {a, x, y}; P3 is promised by {a, x}, P5
+// by {x, y} and adopts P3's value with y as its source; P3 is chosen and
+// its owner's writes at 3 reach a majority; P5's copies from y then rolled
+// them back.
+func TestCopyIsNotInstalledOverWritesMadeAfterItsBaseWhileItRan(t *testing.T) {
+	ctx := context.Background()
+	const p = 1
+	src := &slowSource{fetching: make(chan struct{}, 1), release: make(chan struct{}),
+		page: []store.Entry{{Kind: store.KindData, Key: []byte("k"), Value: []byte("v1")}}}
+	r, s := replicaOf(t, func(c *Config) { c.Transport = src })
+	r.synced.Store(true)
+	k := claimOn(t, p, store.Claim{Epoch: 1, Owner: "a", Replicas: []string{"a", "r", "x"}}, s)
+	require.NoError(t, apply(ctx, r, write(1, store.Position{Epoch: 1, LSN: 1}, "tail", "t")))
+	req := Sync{P: p, Ballot: 5, Base: k, Source: "x", Pos: store.Position{Epoch: 1, LSN: 1}, Wait: time.Millisecond}
+	rep, err := r.HandleSync(ctx, req)
+	require.NoError(t, err)
+	require.False(t, rep.Done)
+	<-src.fetching
+
+	require.NoError(t, apply(ctx, r, write(3, store.Position{Epoch: 1, LSN: 2}, "k", "acknowledged at 3")))
+
+	close(src.release)
+	req.Wait = 0 // until the copy ended
+	_, err = r.HandleSync(ctx, req)
+	require.ErrorIs(t, err, store.ErrPosition)
+	v, ok, err := s.Get(p, []byte("k"))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "acknowledged at 3", string(v), "the copy for ballot 5 rolled back a write acknowledged at epoch 3")
+	m, err := s.Meta(p)
+	require.NoError(t, err)
+	require.Equal(t, store.Position{Epoch: 3, LSN: 3}, m.Position)
+}
+
+// In a resync (the owner acquires its own claim again to catch a replica
+// up) the owner waits for a copy outside the majority that makes progress,
+// however long it takes: the partition is drained for the attempt anyway,
+// and a copy cut short would fail again at every resync (its source moves
+// with the owner's first write), so the replica would never catch up.
+func TestResyncWaitsForTheLaggingReplicasWholeCopy(t *testing.T) {
+	const p = 1
+	const requestTimeout = 400 * time.Millisecond
+	notDone := make(chan struct{})
+	m := &mesh{}
+	fetches := &pacedFetches{notDone: notDone}
+	_, sb := m.addWith(t, "b", func(c *Config) {
+		c.RequestTimeout = requestTimeout
+		fetches.Transport = c.Transport
+		c.Transport = fetches
+	})
+	_, sd := m.addWith(t, "d", func(c *Config) { c.RequestTimeout = requestTimeout })
+	c, sc := m.addWith(t, "c", func(c *Config) {
+		c.RequestTimeout = requestTimeout
+		c.Transport = syncAnswers{Transport: c.Transport, notDone: notDone}
+	})
+	// b, a replica of c's claim, holds nothing of it (it lost its copy).
+	k := claimOn(t, p, store.Claim{Epoch: 1, Owner: "c", Replicas: []string{"c", "b", "d"}}, sc, sd)
+	big := bytes.Repeat([]byte("x"), 700<<10) // one entry per page: three pages
+	for _, s := range []*store.Store{sc, sd} {
+		require.NoError(t, s.Commit(context.Background(), &store.Batch{Partition: p, Epoch: 1, Writes: []store.KV{
+			{Key: []byte("k1"), Value: big}, {Key: []byte("k2"), Value: big}, {Key: []byte("k3"), Value: big},
+		}}))
+	}
+
+	ok, _ := c.acquire(p, k, &ring.Table{}, []string{"c", "b", "d"})
+	require.True(t, ok)
+	require.EqualValues(t, 3, fetches.pages.Load())
+	v, ok, err := sb.Get(p, []byte("k3"))
+	require.NoError(t, err)
+	require.True(t, ok, "the resync announced its claim before b's copy was done")
+	require.Equal(t, big, v)
 }

@@ -34,6 +34,8 @@ var stagingBucket = []byte("staging")
 type Copy struct {
 	s *Store
 	p int
+	// over is the position of the data the copy replaces (see NewCopy).
+	over Position
 	// name is the copy's sub-bucket in stagingBucket.
 	name []byte
 	// staged is set once Add wrote (or may have written) the sub-bucket.
@@ -43,13 +45,16 @@ type Copy struct {
 	done bool
 }
 
-// NewCopy starts a copy of partition p. Call Discard when the copy is
-// abandoned, or after Install (it is then a no-op).
-func (s *Store) NewCopy(p int) (*Copy, error) {
+// NewCopy starts a copy of partition p that replaces its data at position
+// over, the data the caller checked the copy may replace: Install refuses
+// if the partition moved from over meanwhile (a batch applied while the
+// copy was fetched may hold writes the copy lacks). Call Discard when the
+// copy is abandoned, or after Install (it is then a no-op).
+func (s *Store) NewCopy(p int, over Position) (*Copy, error) {
 	if err := checkPartition(p); err != nil {
 		return nil, err
 	}
-	return &Copy{s: s, p: p, name: binary.BigEndian.AppendUint64(nil, s.copies.Add(1))}, nil
+	return &Copy{s: s, p: p, over: over, name: binary.BigEndian.AppendUint64(nil, s.copies.Add(1))}, nil
 }
 
 // Add stages entries, in one transaction outside the committer: it waits
@@ -105,8 +110,10 @@ func (c *Copy) Add(ctx context.Context, entries []Entry) error {
 // Install also refuses, with an error matching epoch.ErrStale, when the
 // partition holds data written at epoch e or later: the copy, made for the
 // proposal at ballot e before it was chosen, is older than that data (a
-// late or repeated copy must not roll back the writes of e's owner). The
-// staged entries are then kept for Discard.
+// late or repeated copy must not roll back the writes of e's owner); and,
+// with ErrPosition, when the partition is no longer at the position the
+// copy was started over (NewCopy). The staged entries are then kept for
+// Discard.
 func (c *Copy) Install(ctx context.Context, e epoch.Epoch, pos Position) error {
 	if c.done {
 		return c.used()
@@ -140,6 +147,9 @@ func (c *Copy) Install(ctx context.Context, e epoch.Epoch, pos Position) error {
 		}
 		if have := pt.meta.Position; have != (Position{}) && have.Epoch >= e {
 			return fmt.Errorf("%w: partition %d holds data written at epoch %d, a copy for ballot %d is older", epoch.ErrStale, c.p, have.Epoch, e), nil
+		}
+		if err := pt.checkAt(c.over); err != nil {
+			return fmt.Errorf("copy started over other data: %w", err), nil
 		}
 		return install(tx)
 	})

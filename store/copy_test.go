@@ -9,6 +9,33 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
+// copyOver starts a copy of partition p over its data as it is now.
+func copyOver(t *testing.T, s *Store, p int) *Copy {
+	t.Helper()
+	m, err := s.Meta(p)
+	require.NoError(t, err)
+	c, err := s.NewCopy(p, m.Position)
+	require.NoError(t, err)
+	return c
+}
+
+// A copy checked against the data it replaces when it started (data
+// written after the proposal's base would be refused) is not installed
+// once a batch moved the partition meanwhile: that batch may hold writes,
+// acknowledged since, that the copy lacks.
+func TestCopyIsNotInstalledOverDataThatMovedSinceItStarted(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	at := fill(t, s, 0, 1, 2)
+	c := copyOver(t, s, 0)
+	require.NoError(t, c.Add(ctx, []Entry{{Kind: KindData, Key: []byte("key-001"), Value: []byte("from the copy")}}))
+	require.NoError(t, s.Commit(ctx, &Batch{Partition: 0, Epoch: 3, Prev: &at, Writes: []KV{{Key: []byte("key-001"), Value: []byte("acknowledged at 3")}}}))
+
+	require.ErrorIs(t, c.Install(ctx, 5, Position{Epoch: 1, LSN: 2}), ErrPosition)
+	requireValue(t, s, 0, "key-001", "acknowledged at 3")
+	require.NoError(t, c.Discard())
+}
+
 // stagedCopies counts the copies staged in s's file.
 func stagedCopies(t *testing.T, s *Store) int {
 	t.Helper()
@@ -33,8 +60,7 @@ func TestCopyStagedPageByPageIsInvisibleUntilInstalled(t *testing.T) {
 	srcMeta, err := src.Promise(ctx, 5, 3)
 	require.NoError(t, err)
 
-	c, err := dst.NewCopy(5)
-	require.NoError(t, err)
+	c := copyOver(t, dst, 5)
 	var after []byte
 	pages := 0
 	for {
@@ -75,8 +101,7 @@ func TestRefusedCopyStaysStagedUntilDiscarded(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
 	fill(t, s, 0, 4, 1)
-	c, err := s.NewCopy(0)
-	require.NoError(t, err)
+	c := copyOver(t, s, 0)
 	require.NoError(t, c.Add(ctx, []Entry{{Kind: KindData, Key: []byte("zombie"), Value: []byte("x")}}))
 	require.ErrorIs(t, c.Install(ctx, 3, Position{Epoch: 9, LSN: 9}), epoch.ErrStale)
 	require.Equal(t, 1, stagedCopies(t, s))
@@ -92,8 +117,7 @@ func TestEmptyCopyInstallsAnEmptyPartitionAtItsPosition(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
 	fill(t, s, 0, 2, 5)
-	c, err := s.NewCopy(0)
-	require.NoError(t, err)
+	c := copyOver(t, s, 0)
 	pos := Position{Epoch: 2, LSN: 9}
 	require.NoError(t, c.Install(ctx, 3, pos))
 	requireAbsent(t, s, 0, "key-000")
@@ -109,8 +133,7 @@ func TestCopyLeftStagedIsDeletedAtOpen(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openDir(t, dir)
-	c, err := s.NewCopy(0)
-	require.NoError(t, err)
+	c := copyOver(t, s, 0)
 	require.NoError(t, c.Add(ctx, []Entry{{Kind: KindData, Key: []byte("k"), Value: []byte("v")}}))
 	require.Equal(t, 1, stagedCopies(t, s))
 	require.NoError(t, s.Close())

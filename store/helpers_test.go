@@ -56,7 +56,11 @@ func choose(ctx context.Context, s *Store, p int, c Claim) error {
 // install copies entries into partition p as a receiver does: staged in a
 // Copy (in one Add), then installed at e and pos; discarded on failure.
 func install(ctx context.Context, s *Store, p int, e epoch.Epoch, entries []Entry, pos Position) error {
-	c, err := s.NewCopy(p)
+	m, err := s.Meta(p)
+	if err != nil {
+		return err
+	}
+	c, err := s.NewCopy(p, m.Position)
 	if err != nil {
 		return err
 	}

@@ -149,7 +149,7 @@ func TestFailedTransactionPoisonsStore(t *testing.T) {
 	require.ErrorIs(t, put(ctx, s, 0, 1, "small2", "v"), ErrFailed, "a poisoned store refuses every write")
 	_, err = s.Promise(ctx, 0, 2)
 	require.ErrorIs(t, err, ErrFailed)
-	c, err := s.NewCopy(0)
+	c, err := s.NewCopy(0, Position{})
 	require.NoError(t, err)
 	require.ErrorIs(t, c.Add(ctx, []Entry{{Kind: KindData, Key: []byte("k"), Value: []byte("v")}}), ErrFailed, "nor is a copy staged outside the committer")
 	requireValue(t, s, 0, "small", "v") // reads still work
