@@ -28,8 +28,8 @@ type dialer struct {
 
 // newDialer binds memberlist's network transport as memberlist itself
 // would (mc.BindAddr and mc.BindPort; a port chosen by the system is
-// retried on a bind race and written back to mc), aborting dials when
-// life ends.
+// retried on a bind race and written back to mc, as the advertised port
+// too), aborting dials when life ends.
 func newDialer(life context.Context, mc *memberlist.Config, logger *log.Logger) (*dialer, error) {
 	nc := &memberlist.NetTransportConfig{BindAddrs: []string{mc.BindAddr}, BindPort: mc.BindPort, Logger: logger}
 	attempts := 1
@@ -44,9 +44,7 @@ func newDialer(life context.Context, mc *memberlist.Config, logger *log.Logger) 
 		if nt, err = memberlist.NewNetTransport(nc); err == nil {
 			if mc.BindPort == 0 {
 				mc.BindPort = nt.GetAutoBindPort()
-				if mc.AdvertisePort == 0 {
-					mc.AdvertisePort = mc.BindPort
-				}
+				mc.AdvertisePort = mc.BindPort
 			}
 			return &dialer{NetTransport: nt, life: life}, nil
 		}
@@ -85,7 +83,8 @@ func (d *dialer) DialTimeout(addr string, timeout time.Duration) (net.Conn, erro
 }
 
 // joining makes the dials started until the returned func is called end
-// with ctx as well.
+// with ctx as well: Join's own, and any memberlist makes meanwhile (a
+// probe's, a push/pull's), which it retries later anyway.
 func (d *dialer) joining(ctx context.Context) func() {
 	d.join.Store(&ctx)
 	return func() { d.join.CompareAndSwap(&ctx, nil) }
