@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/singlewriter/singlewriter/internal/wire"
@@ -18,6 +19,13 @@ const (
 	minAcceptBackoff = 5 * time.Millisecond
 	maxAcceptBackoff = time.Second
 )
+
+// maxHandshakes bounds the connections in their handshake at once. Each
+// holds a goroutine and its buffers (about 74 KiB) until it proves itself
+// or HandshakeTimeout ends it; beyond the bound a new connection is closed
+// at once, so a flood of silent or slow connections costs a few MiB, not
+// memory without limit. A cluster's nodes open one connection each.
+const maxHandshakes = 64
 
 // Server answers requests arriving on a listener. Create it with Serve and
 // stop it with Close.
@@ -36,6 +44,11 @@ type Server struct {
 	closed bool
 	// links holds every open connection, so that Close can drop them.
 	links map[*link]struct{}
+
+	// handshakes holds a token per connection in its handshake (capacity
+	// maxHandshakes); refused counts the connections closed for want of one.
+	handshakes chan struct{}
+	refused    atomic.Int64
 }
 
 // Serve validates cfg, fills in its defaults and starts accepting
@@ -45,7 +58,7 @@ func Serve(cfg ServerConfig) (*Server, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, ctx: ctx, cancel: cancel, links: make(map[*link]struct{})}
+	s := &Server{cfg: cfg, ctx: ctx, cancel: cancel, links: make(map[*link]struct{}), handshakes: make(chan struct{}, maxHandshakes)}
 	s.wg.Go(s.acceptLoop)
 	return s, nil
 }
@@ -100,8 +113,20 @@ func (s *Server) acceptLoop() {
 			continue
 		}
 		backoff = 0
+		select {
+		case s.handshakes <- struct{}{}:
+		default:
+			// Logged at the 1st, 2nd, 4th, 8th... refusal: a flood is seen
+			// without flooding the log.
+			if n := s.refused.Add(1); n&(n-1) == 0 {
+				s.cfg.Logger.Warn("rpc: too many connections in their handshake: refused", "remote", nc.RemoteAddr().String(), "limit", maxHandshakes, "refused_so_far", n)
+			}
+			_ = nc.Close()
+			continue
+		}
 		l := newLink(nc)
 		if !s.track(l) {
+			<-s.handshakes
 			_ = nc.Close()
 			return
 		}
@@ -133,6 +158,7 @@ func (s *Server) serveConn(l *link) {
 	defer s.untrack(l)
 	remote := l.nc.RemoteAddr().String()
 	peer, maxFrame, err := s.handshake(l)
+	<-s.handshakes
 	if err != nil {
 		l.fail(err)
 		if !errors.Is(l.cause, ErrClosed) {
