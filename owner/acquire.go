@@ -82,16 +82,20 @@ func (o *Owner) acquire(p int, base store.Claim, t *ring.Table, want []string) (
 	case p < len(t.Replicas) && len(t.Replicas[p]) > 0 && t.Replicas[p][0] == o.cfg.Self:
 		replicas = t.Replicas[p]
 	}
+	// A resync: this node serves base and acquires it again to catch a
+	// replica up (the first Prepare drains it).
+	served, serving := o.parts[p].servedClaim()
+	resync := serving && served.Epoch == base.Epoch
 	for o.ctx.Err() == nil {
 		prop := NewProposer(p, o.cfg.Self, base, seen, replicas)
-		out := o.drive(prop)
+		out := o.drive(prop, resync)
 		seen = max(seen, prop.Ballot(), out.Rejected)
 		switch {
 		case out.Chosen != nil:
 			return o.announce(p, base, *out.Chosen) == nil && out.Chosen.Owner == o.cfg.Self, seen
 		case out.Newer != nil:
 			newer := *out.Newer
-			if !out.NewerFinal && o.drive(NewAnnouncer(p, newer)).Chosen == nil {
+			if !out.NewerFinal && o.drive(NewAnnouncer(p, newer), false).Chosen == nil {
 				return false, seen
 			}
 			if err := o.learn(o.ctx, p, newer); err != nil {
@@ -100,7 +104,7 @@ func (o *Owner) acquire(p int, base store.Claim, t *ring.Table, want []string) (
 			if newer.Owner == o.cfg.Self {
 				return o.resume(p, newer), seen
 			}
-			base = newer
+			base, resync = newer, false
 		default:
 			o.cfg.Logger.Debug("acquire attempt failed", "partition", p, "ballot", prop.Ballot(), "rejected", out.Rejected, "sync_failed", out.Failed)
 			return false, seen
@@ -115,7 +119,7 @@ func (o *Owner) acquire(p int, base store.Claim, t *ring.Table, want []string) (
 // Without it, a claim whose announcement a restart of every node lost
 // would be in no claims table, and its partition never served again.
 func (o *Owner) finalize(p int, c store.Claim) bool {
-	out := o.drive(NewAnnouncer(p, c))
+	out := o.drive(NewAnnouncer(p, c), false)
 	switch {
 	case out.Chosen != nil:
 	case out.Newer != nil && out.NewerFinal:
@@ -138,8 +142,9 @@ type reply struct {
 // drive sends the proposer's messages, feeds the answers back and returns
 // its outcome. A message that fails counts as no answer; the attempt ends
 // when the proposer is done or no answer can arrive any more
-// (Proposer.GiveUp).
-func (o *Owner) drive(prop *Proposer) Outcome {
+// (Proposer.GiveUp). resync says the proposal is a resync of a claim this
+// node served (see the wait below).
+func (o *Owner) drive(prop *Proposer, resync bool) Outcome {
 	replies := make(chan reply)
 	// finished lets the answers that come too late go (see below).
 	finished := make(chan struct{})
@@ -183,13 +188,17 @@ func (o *Owner) drive(prop *Proposer) Outcome {
 	// outside the majority: once the claim is announced, a replica refuses
 	// its Sync (it knows a final claim newer than the proposal's base), and
 	// its copy's source moves on with the owner's first write, so it lags
-	// until a resync. A new owner waits at most half a RequestTimeout: it
-	// takes over a partition nobody serves. In a resync (this node's own
-	// claim, drained for the attempt) it waits for every copy that makes
-	// progress (each answer within RequestTimeout): one cut short would
-	// fail the same way at every resync, and the replica never catch up.
+	// until a resync. An owner taking a partition over waits at most half
+	// a RequestTimeout: nobody serves the partition meanwhile. A resync
+	// (the partition was served, and is drained for the attempt) waits for
+	// every copy that makes progress (each answer within RequestTimeout):
+	// one cut short would fail the same way at every resync, and the
+	// replica would never catch up. It gives its attempt slot back first,
+	// so that takeovers do not wait behind resyncs waiting for copies.
 	var bound <-chan time.Time
-	if prop.base.Owner != o.cfg.Self {
+	if resync && pending > 0 {
+		o.parts[prop.p].yieldSlot()
+	} else if !resync {
 		t := time.NewTimer(o.cfg.RequestTimeout / 2)
 		defer t.Stop()
 		bound = t.C

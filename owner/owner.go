@@ -349,7 +349,11 @@ func (o *Owner) attempt(s Step, t *ring.Table) {
 		o.parts[s.P].done(false, time.Now(), o.cfg.RetryBackoff, 0)
 		return
 	}
-	defer func() { <-o.sem }()
+	release := sync.OnceFunc(func() { <-o.sem })
+	defer release()
+	pt := o.parts[s.P]
+	pt.setYield(release)
+	defer pt.setYield(nil)
 	var ok bool
 	var seen = s.Claim.Epoch
 	switch s.Action {

@@ -56,6 +56,9 @@ type partition struct {
 	// copyJob), nil once its outcome was reported; a backup that is
 	// copying does not ask for a copy.
 	copy *copyJob
+	// yield, set while an attempt holds a slot of the Owner's semaphore,
+	// gives that slot back early (see drive).
+	yield func()
 
 	// On a replica: queued is the position of the last batch queued in the
 	// store here (valid if queuedKnown); turns[n] is closed when the batch
@@ -150,6 +153,23 @@ func (pt *partition) stop() <-chan struct{} {
 		pt.idle = make(chan struct{})
 	}
 	return pt.idle
+}
+
+// setYield records how the running attempt gives its slot back early.
+func (pt *partition) setYield(f func()) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	pt.yield = f
+}
+
+// yieldSlot gives the running attempt's slot back, if it holds one.
+func (pt *partition) yieldSlot() {
+	pt.mu.Lock()
+	f := pt.yield
+	pt.mu.Unlock()
+	if f != nil {
+		f()
+	}
 }
 
 // servedClaim returns the claim served, if any.

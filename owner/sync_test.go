@@ -301,24 +301,72 @@ func TestCopyLongerThanARequestTimeoutCompletes(t *testing.T) {
 // fails on its own).
 func TestSlowCopyToAReplicaOutsideTheMajorityDoesNotDelayTheOwner(t *testing.T) {
 	const p = 1
+	fast := func(c *Config) { c.RequestTimeout = 400 * time.Millisecond }
 	m := &mesh{}
-	_, sa := m.add(t, "a")
+	_, sa := m.addWith(t, "a", fast)
 	src := &slowSource{fetching: make(chan struct{}, 1), release: make(chan struct{})}
 	defer close(src.release)
-	b, _ := m.addWith(t, "b", func(c *Config) {
+	m.addWith(t, "b", func(c *Config) {
 		c.RequestTimeout = time.Hour // b's fetch waits for the test, not for a timeout
 		src.Transport = c.Transport
 		c.Transport = src
 	})
-	m.add(t, "d")
-	c, _ := m.add(t, "c")
+	m.addWith(t, "d", fast)
+	c, _ := m.addWith(t, "c", fast)
 	k := claimOn(t, p, store.Claim{Epoch: 1, Owner: "a", Replicas: []string{"a"}}, sa)
 
-	ok, _ := c.acquire(p, k, &ring.Table{}, []string{"c", "b", "d"})
-	require.True(t, ok)
-	require.True(t, b.parts[p].copying(), "the new owner waited for b's copy to end")
-	_, serving := c.Serving(p)
-	require.True(t, serving)
+	go c.acquire(p, k, &ring.Table{}, []string{"c", "b", "d"})
+	<-src.fetching
+	require.Eventually(t, func() bool { _, serving := c.Serving(p); return serving }, 10*time.Second, 10*time.Millisecond,
+		"the new owner serves nothing while b's copy is being fetched")
+}
+
+// An owner restarted with its data directory acquires its own claim again
+// (a claim with several replicas is never resumed): nobody serves the
+// partition meanwhile, so it does not wait for the whole copy of a replica
+// outside its majority either. Found in review.
+func TestRestartedOwnerDoesNotWaitForALaggingReplicasWholeCopy(t *testing.T) {
+	const p = 1
+	fast := func(c *Config) { c.RequestTimeout = 400 * time.Millisecond }
+	m := &mesh{}
+	src := &slowSource{fetching: make(chan struct{}, 1), release: make(chan struct{})}
+	defer close(src.release)
+	c, sc := m.addWith(t, "c", fast)
+	_, sb := m.addWith(t, "b", fast)
+	m.addWith(t, "d", func(cfg *Config) { cfg.RequestTimeout = time.Hour; src.Transport = cfg.Transport; cfg.Transport = src })
+	k := claimOn(t, p, store.Claim{Epoch: 1, Owner: "c", Replicas: []string{"c", "b", "d"}}, sc, sb)
+
+	go c.acquire(p, k, &ring.Table{}, []string{"c", "b", "d"})
+	<-src.fetching
+	require.Eventually(t, func() bool { _, serving := c.Serving(p); return serving }, 10*time.Second, 10*time.Millisecond,
+		"the restarted owner serves nothing while d's copy is being fetched")
+}
+
+// Resyncs waiting for copies give their attempt slots back: a takeover of
+// another partition does not wait behind them (with every slot held, the
+// partitions of a dead node would stay unserved for as long as the
+// copies take). Found in review.
+func TestResyncsWaitingForCopiesDoNotStarveATakeover(t *testing.T) {
+	parts := func(c *Config) { c.Partitions = maxConcurrentAttempts + 2; c.RequestTimeout = 400 * time.Millisecond }
+	m := &mesh{}
+	src := &slowSource{fetching: make(chan struct{}, 1), release: make(chan struct{})}
+	defer close(src.release)
+	c, sc := m.addWith(t, "c", parts)
+	_, sb := m.addWith(t, "b", parts)
+	m.addWith(t, "d", func(cfg *Config) { parts(cfg); cfg.RequestTimeout = time.Hour; src.Transport = cfg.Transport; cfg.Transport = src })
+	for p := range maxConcurrentAttempts {
+		k := claimOn(t, p, store.Claim{Epoch: 1, Owner: "c", Replicas: []string{"c", "b", "d"}}, sc, sb)
+		require.NoError(t, c.startServing(p, k))
+		c.wg.Add(1)
+		go c.attempt(Step{P: p, Action: Acquire, Claim: k, Replicas: []string{"c", "b", "d"}}, &ring.Table{})
+	}
+	<-src.fetching
+	q := maxConcurrentAttempts
+	k := claimOn(t, q, store.Claim{Epoch: 1, Owner: "a", Replicas: []string{"a", "c", "b"}}, sc, sb)
+	c.wg.Add(1)
+	go c.attempt(Step{P: q, Action: Acquire, Claim: k, Replicas: []string{"c", "b"}}, &ring.Table{})
+	require.Eventually(t, func() bool { _, serving := c.Serving(q); return serving }, 10*time.Second, 10*time.Millisecond,
+		"the takeover of partition %d waits behind resyncs waiting for d's copies", q)
 }
 
 // A Sync at a higher ballot replaces a copy still being fetched for a
@@ -445,7 +493,8 @@ func TestResyncWaitsForTheLaggingReplicasWholeCopy(t *testing.T) {
 		c.RequestTimeout = requestTimeout
 		c.Transport = syncAnswers{Transport: c.Transport, notDone: notDone}
 	})
-	// b, a replica of c's claim, holds nothing of it (it lost its copy).
+	// c serves its claim; b, one of its replicas, holds nothing of it (it
+	// lost its copy).
 	k := claimOn(t, p, store.Claim{Epoch: 1, Owner: "c", Replicas: []string{"c", "b", "d"}}, sc, sd)
 	big := bytes.Repeat([]byte("x"), 700<<10) // one entry per page: three pages
 	for _, s := range []*store.Store{sc, sd} {
@@ -453,6 +502,7 @@ func TestResyncWaitsForTheLaggingReplicasWholeCopy(t *testing.T) {
 			{Key: []byte("k1"), Value: big}, {Key: []byte("k2"), Value: big}, {Key: []byte("k3"), Value: big},
 		}}))
 	}
+	require.NoError(t, c.startServing(p, k))
 
 	ok, _ := c.acquire(p, k, &ring.Table{}, []string{"c", "b", "d"})
 	require.True(t, ok)
