@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,10 +23,15 @@ const (
 
 // maxHandshakes bounds the connections in their handshake at once. Each
 // holds a goroutine and its buffers (about 74 KiB) until it proves itself
-// or HandshakeTimeout ends it; beyond the bound a new connection is closed
-// at once, so a flood of silent or slow connections costs a few MiB, not
-// memory without limit. A cluster's nodes open one connection each.
+// or HandshakeTimeout ends it; beyond the bound the oldest is closed, so a
+// flood of silent or slow connections costs a few MiB, not memory without
+// limit, and a peer's handshake (one round trip) still gets through idle
+// connections that someone keeps opening.
 const maxHandshakes = 64
+
+// errCrowdedOut ends a connection's handshake when maxHandshakes newer
+// ones arrived before it was done.
+var errCrowdedOut = errors.New("rpc: connection closed before its handshake: too many connections in their handshake")
 
 // Server answers requests arriving on a listener. Create it with Serve and
 // stop it with Close.
@@ -45,10 +51,10 @@ type Server struct {
 	// links holds every open connection, so that Close can drop them.
 	links map[*link]struct{}
 
-	// handshakes holds a token per connection in its handshake (capacity
-	// maxHandshakes); refused counts the connections closed for want of one.
-	handshakes chan struct{}
-	refused    atomic.Int64
+	// handshaking lists the connections in their handshake, oldest first;
+	// crowdedOut counts those closed because newer ones arrived.
+	handshaking []*link
+	crowdedOut  atomic.Int64
 }
 
 // Serve validates cfg, fills in its defaults and starts accepting
@@ -58,7 +64,7 @@ func Serve(cfg ServerConfig) (*Server, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, ctx: ctx, cancel: cancel, links: make(map[*link]struct{}), handshakes: make(chan struct{}, maxHandshakes)}
+	s := &Server{cfg: cfg, ctx: ctx, cancel: cancel, links: make(map[*link]struct{})}
 	s.wg.Go(s.acceptLoop)
 	return s, nil
 }
@@ -113,20 +119,8 @@ func (s *Server) acceptLoop() {
 			continue
 		}
 		backoff = 0
-		select {
-		case s.handshakes <- struct{}{}:
-		default:
-			// Logged at the 1st, 2nd, 4th, 8th... refusal: a flood is seen
-			// without flooding the log.
-			if n := s.refused.Add(1); n&(n-1) == 0 {
-				s.cfg.Logger.Warn("rpc: too many connections in their handshake: refused", "remote", nc.RemoteAddr().String(), "limit", maxHandshakes, "refused_so_far", n)
-			}
-			_ = nc.Close()
-			continue
-		}
 		l := newLink(nc)
 		if !s.track(l) {
-			<-s.handshakes
 			_ = nc.Close()
 			return
 		}
@@ -134,15 +128,41 @@ func (s *Server) acceptLoop() {
 	}
 }
 
-// track registers l so that Close drops it; false if the server is closed.
+// track registers l, a new connection, so that Close drops it, and as in
+// its handshake, closing the oldest connection in its handshake beyond
+// maxHandshakes; false if the server is closed.
 func (s *Server) track(l *link) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return false
 	}
 	s.links[l] = struct{}{}
+	s.handshaking = append(s.handshaking, l)
+	var oldest *link
+	if len(s.handshaking) > maxHandshakes {
+		oldest = s.handshaking[0]
+		s.handshaking = slices.Delete(s.handshaking, 0, 1)
+	}
+	s.mu.Unlock()
+	if oldest != nil {
+		oldest.fail(errCrowdedOut)
+		// Logged at the 1st, 2nd, 4th, 8th... time: a flood is seen
+		// without flooding the log.
+		if n := s.crowdedOut.Add(1); n&(n-1) == 0 {
+			s.cfg.Logger.Warn("rpc: too many connections in their handshake: closed the oldest", "remote", oldest.nc.RemoteAddr().String(), "limit", maxHandshakes, "closed_so_far", n)
+		}
+	}
 	return true
+}
+
+// handshaken records that l's handshake ended.
+func (s *Server) handshaken(l *link) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := slices.Index(s.handshaking, l); i >= 0 {
+		s.handshaking = slices.Delete(s.handshaking, i, i+1)
+	}
 }
 
 func (s *Server) untrack(l *link) {
@@ -158,10 +178,10 @@ func (s *Server) serveConn(l *link) {
 	defer s.untrack(l)
 	remote := l.nc.RemoteAddr().String()
 	peer, maxFrame, err := s.handshake(l)
-	<-s.handshakes
+	s.handshaken(l)
 	if err != nil {
 		l.fail(err)
-		if !errors.Is(l.cause, ErrClosed) {
+		if !errors.Is(l.cause, ErrClosed) && !errors.Is(l.cause, errCrowdedOut) {
 			s.cfg.Logger.Warn("rpc: refused connection", "remote", remote, "err", err)
 		}
 		return
