@@ -118,6 +118,9 @@ func (cfg Config) validate() (Config, error) {
 	if fp.RF < 1 {
 		return bad("Fingerprint.RF %d is below 1", fp.RF)
 	}
+	if fp.Protocol < 0 {
+		return bad("Fingerprint.Protocol %d is negative", fp.Protocol)
+	}
 	if fp.PlacementVersion == 0 {
 		fp.PlacementVersion = PlacementVersion
 	}

@@ -25,15 +25,21 @@ type Fingerprint struct {
 	// PlacementVersion is the version of Place. Zero means this package's
 	// PlacementVersion; any other value is refused by New.
 	PlacementVersion int
+	// Protocol is the version of what the nodes say to each other above
+	// the ring (the caller's messages): nodes of builds that encode them
+	// differently never see each other, instead of failing on every
+	// message. The ring only compares it.
+	Protocol int
 }
 
 // String formats the fingerprint for logs.
 func (f Fingerprint) String() string {
-	return fmt.Sprintf("{cluster=%q P=%d RF=%d placement=v%d}", f.Cluster, f.Partitions, f.RF, f.PlacementVersion)
+	return fmt.Sprintf("{cluster=%q P=%d RF=%d placement=v%d protocol=v%d}", f.Cluster, f.Partitions, f.RF, f.PlacementVersion, f.Protocol)
 }
 
-// metaVersion is the first byte of the node metadata encoding.
-const metaVersion = 1
+// metaVersion is the first byte of the node metadata encoding. Version 1
+// had no Protocol: such nodes are refused.
+const metaVersion = 2
 
 // nodeMeta is what a node carries in memberlist's node metadata.
 type nodeMeta struct {
@@ -42,7 +48,7 @@ type nodeMeta struct {
 }
 
 // encodeMeta encodes m as: version byte, then uvarint-length-prefixed RPCAddr
-// and Cluster, then uvarints Partitions, RF and PlacementVersion.
+// and Cluster, then uvarints Partitions, RF, PlacementVersion and Protocol.
 func encodeMeta(m nodeMeta) []byte {
 	b := []byte{metaVersion}
 	b = binary.AppendUvarint(b, uint64(len(m.RPCAddr)))
@@ -51,7 +57,8 @@ func encodeMeta(m nodeMeta) []byte {
 	b = append(b, m.Fingerprint.Cluster...)
 	b = binary.AppendUvarint(b, uint64(m.Fingerprint.Partitions))
 	b = binary.AppendUvarint(b, uint64(m.Fingerprint.RF))
-	return binary.AppendUvarint(b, uint64(m.Fingerprint.PlacementVersion))
+	b = binary.AppendUvarint(b, uint64(m.Fingerprint.PlacementVersion))
+	return binary.AppendUvarint(b, uint64(m.Fingerprint.Protocol))
 }
 
 // decodeMeta decodes what encodeMeta encoded; it rejects anything else,
@@ -68,6 +75,7 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 	m.Fingerprint.Partitions = d.int()
 	m.Fingerprint.RF = d.int()
 	m.Fingerprint.PlacementVersion = d.int()
+	m.Fingerprint.Protocol = d.int()
 	if d.err != nil || len(d.b) != 0 {
 		return nodeMeta{}, errBadMeta
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 func TestMetaRoundTrip(t *testing.T) {
-	m := nodeMeta{RPCAddr: "127.0.0.1:9000", Fingerprint: Fingerprint{Cluster: "orders", Partitions: 271, RF: 3, PlacementVersion: 1}}
+	m := nodeMeta{RPCAddr: "127.0.0.1:9000", Fingerprint: Fingerprint{Cluster: "orders", Partitions: 271, RF: 3, PlacementVersion: 1, Protocol: 2}}
 	got, err := decodeMeta(encodeMeta(m))
 	require.NoError(t, err)
 	assert.Equal(t, m, got)
@@ -25,6 +25,8 @@ func TestMetaDecodeRejectsForeignBytes(t *testing.T) {
 		"huge count":   append([]byte{metaVersion, 0, 0}, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 1, 1),
 		"bad varint":   {metaVersion, 0x80},
 		"next version": append([]byte{metaVersion + 1}, good[1:]...),
+		// A node of a build before Protocol: the same fields but the last.
+		"previous version": append([]byte{metaVersion - 1}, good[1:len(good)-1]...),
 	} {
 		_, err := decodeMeta(b)
 		assert.ErrorIs(t, err, errBadMeta, name)

@@ -80,6 +80,7 @@ func TestForeignFingerprintIsRefused(t *testing.T) {
 		"x-cluster":    {Cluster: "other", Partitions: testFP.Partitions, RF: testFP.RF, PlacementVersion: PlacementVersion},
 		"x-partitions": {Cluster: testFP.Cluster, Partitions: 113, RF: testFP.RF, PlacementVersion: PlacementVersion},
 		"x-rf":         {Cluster: testFP.Cluster, Partitions: testFP.Partitions, RF: 1, PlacementVersion: PlacementVersion},
+		"x-protocol":   {Cluster: testFP.Cluster, Partitions: testFP.Partitions, RF: testFP.RF, PlacementVersion: PlacementVersion, Protocol: testFP.Protocol + 1},
 	} {
 		cfg := testConfig(name, a.GossipAddr())
 		cfg.Fingerprint = fp

@@ -22,6 +22,13 @@ import (
 // nodes that differ are refused.
 const placementVersion = 1
 
+// protocolVersion names the encoding of the messages between nodes (the
+// RPC handshake, the router's and the owner's messages, the gossiped
+// claims). Bump it with any change to them: nodes of builds that differ
+// refuse each other at join, with ring.ErrIncompatible naming both, rather
+// than fail on every message. Version 2 added Sync.Wait and SyncReply.
+const protocolVersion = 2
+
 // Node is one member of a cluster: it serves the partitions it owns and
 // routes calls for the others. Create it with New, register handlers with
 // Handle, then Start.
@@ -41,9 +48,9 @@ type Node struct {
 	mu       sync.RWMutex
 	handlers map[string]Handler
 
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 	// closeMu orders Close against execute, which starts key workers (adds
 	// to wg) under its read lock once it saw closed unset; Close sets
 	// closed under the write lock, so no worker starts after its Wait.
@@ -105,7 +112,7 @@ func (n *Node) handler(method string) Handler {
 
 // fingerprint is what two nodes must share to talk.
 func (n *Node) fingerprint() ring.Fingerprint {
-	return ring.Fingerprint{Cluster: n.cfg.Cluster, Partitions: n.cfg.Partitions, RF: n.cfg.ReplicationFactor, PlacementVersion: placementVersion}
+	return ring.Fingerprint{Cluster: n.cfg.Cluster, Partitions: n.cfg.Partitions, RF: n.cfg.ReplicationFactor, PlacementVersion: placementVersion, Protocol: protocolVersion}
 }
 
 // Start listens for RPCs, joins the gossip through the seeds (until ctx
