@@ -106,6 +106,21 @@ func (pt *partition) forgetQueued() {
 	pt.queuedKnown = false
 }
 
+// installed records that a copy was installed at pos: the next batch
+// re-reads the store's position (a batch may already follow the copy),
+// and a batch already waiting for its turn after pos (a new owner's first
+// batch that arrived before the copy) goes on at once instead of timing
+// out.
+func (pt *partition) installed(pos store.Position) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	pt.queuedKnown = false
+	if turn, ok := pt.turns[pos.LSN]; ok {
+		close(turn)
+		delete(pt.turns, pos.LSN)
+	}
+}
+
 // Lease is the right to run one call on a served partition at Epoch.
 // Release it when the call's commit has finished.
 type Lease struct {

@@ -263,7 +263,11 @@ func (o *Owner) fetchCopy(ctx context.Context, req Sync, replaced store.Position
 		}
 		after = next
 	}
-	defer o.parts[req.P].forgetQueued()
 	o.cfg.Logger.Info("copying partition", "partition", req.P, "ballot", req.Ballot, "base", req.Base.Epoch, "source", req.Source, "position", req.Pos, "entries", entries, "replaced", replaced)
-	return c.Install(ctx, req.Ballot, req.Pos)
+	if err := c.Install(ctx, req.Ballot, req.Pos); err != nil {
+		o.parts[req.P].forgetQueued()
+		return err
+	}
+	o.parts[req.P].installed(req.Pos)
+	return nil
 }

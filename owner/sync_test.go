@@ -353,7 +353,12 @@ func TestResyncsWaitingForCopiesDoNotStarveATakeover(t *testing.T) {
 	defer close(src.release)
 	c, sc := m.addWith(t, "c", parts)
 	_, sb := m.addWith(t, "b", parts)
-	m.addWith(t, "d", func(cfg *Config) { parts(cfg); cfg.RequestTimeout = time.Hour; src.Transport = cfg.Transport; cfg.Transport = src })
+	m.addWith(t, "d", func(cfg *Config) {
+		parts(cfg)
+		cfg.RequestTimeout = time.Hour
+		src.Transport = cfg.Transport
+		cfg.Transport = src
+	})
 	for p := range maxConcurrentAttempts {
 		k := claimOn(t, p, store.Claim{Epoch: 1, Owner: "c", Replicas: []string{"c", "b", "d"}}, sc, sb)
 		require.NoError(t, c.startServing(p, k))
@@ -433,6 +438,17 @@ func TestReplicaWhoseSyncAnswersLateHoldsTheCopyWhenTheClaimIsAnnounced(t *testi
 	require.Equal(t, "v1", string(v))
 }
 
+// replicaCopyingOnePage returns a replica (with its store) whose copies
+// come from src, a source that serves one page, k=v1, once src.release is
+// closed.
+func replicaCopyingOnePage(t *testing.T) (*Owner, *store.Store, *slowSource) {
+	src := &slowSource{fetching: make(chan struct{}, 1), release: make(chan struct{}),
+		page: []store.Entry{{Kind: store.KindData, Key: []byte("k"), Value: []byte("v1")}}}
+	r, s := replicaOf(t, func(c *Config) { c.Transport = src })
+	r.synced.Store(true)
+	return r, s, src
+}
+
 // A copy started for a Sync at ballot 5 from base K (epoch 1) is not
 // installed over writes made after K that this replica acknowledged while
 // the copy was being fetched (a proposal at ballot 3, chosen first, is
@@ -445,10 +461,7 @@ func TestReplicaWhoseSyncAnswersLateHoldsTheCopyWhenTheClaimIsAnnounced(t *testi
 func TestCopyIsNotInstalledOverWritesMadeAfterItsBaseWhileItRan(t *testing.T) {
 	ctx := context.Background()
 	const p = 1
-	src := &slowSource{fetching: make(chan struct{}, 1), release: make(chan struct{}),
-		page: []store.Entry{{Kind: store.KindData, Key: []byte("k"), Value: []byte("v1")}}}
-	r, s := replicaOf(t, func(c *Config) { c.Transport = src })
-	r.synced.Store(true)
+	r, s, src := replicaCopyingOnePage(t)
 	k := claimOn(t, p, store.Claim{Epoch: 1, Owner: "a", Replicas: []string{"a", "r", "x"}}, s)
 	require.NoError(t, apply(ctx, r, write(1, store.Position{Epoch: 1, LSN: 1}, "tail", "t")))
 	req := Sync{P: p, Ballot: 5, Base: k, Source: "x", Pos: store.Position{Epoch: 1, LSN: 1}, Wait: time.Millisecond}
@@ -511,4 +524,39 @@ func TestResyncWaitsForTheLaggingReplicasWholeCopy(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok, "the resync announced its claim before b's copy was done")
 	require.Equal(t, big, v)
+}
+
+// A new owner's first batch that reaches a replica before the replica's
+// copy is installed (its Sync answered after the claim was announced)
+// waits for its turn, and goes on as soon as the copy is installed at the
+// position it follows, instead of timing out and leaving the replica
+// lagging until a resync. Raised in review.
+func TestBatchWaitingForACopyGoesOnOnceItIsInstalled(t *testing.T) {
+	ctx := context.Background()
+	const p = 1
+	r, s, src := replicaCopyingOnePage(t)
+	base := store.Claim{Epoch: 4, Owner: "a", Replicas: []string{"a", "r", "x"}}
+	pos := store.Position{Epoch: 4, LSN: 3}
+	req := Sync{P: p, Ballot: 5, Base: base, Source: "a", Pos: pos, Wait: time.Millisecond}
+	rep, err := r.HandleSync(ctx, req)
+	require.NoError(t, err)
+	require.False(t, rep.Done)
+	<-src.fetching
+
+	applied := make(chan error, 1)
+	go func() { applied <- apply(ctx, r, write(5, pos, "k", "from the new owner")) }()
+	require.Eventually(t, func() bool {
+		pt := r.parts[p]
+		pt.mu.Lock()
+		defer pt.mu.Unlock()
+		_, waiting := pt.turns[pos.LSN]
+		return waiting
+	}, 10*time.Second, time.Millisecond, "the batch does not wait for its turn")
+
+	close(src.release)
+	require.NoError(t, <-applied, "the batch timed out although the copy it follows was installed")
+	v, ok, err := s.Get(p, []byte("k"))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "from the new owner", string(v))
 }
