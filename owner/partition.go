@@ -12,6 +12,10 @@ import (
 // replica makes the owner acquire the partition again to resync it.
 const resyncInterval = 5 * time.Second
 
+// maxResyncDoublings caps the backoff of repeated resyncs (see dueResync):
+// resyncInterval doubled at most 4 times, 80 s.
+const maxResyncDoublings = 4
+
 // partition is the runtime state of one partition on this node.
 type partition struct {
 	p int
@@ -45,6 +49,10 @@ type partition struct {
 	lagging     bool
 	stalled     bool
 	servedSince time.Time
+	// resyncs counts this node's resyncs of the partition in a row (claims
+	// started as the successor of a claim it served while a replica
+	// lagged); see dueResync.
+	resyncs int
 	// lostReported is set once the loss of this partition's only copy
 	// was logged (resume), so that the retries do not log it again.
 	lostReported bool
@@ -91,11 +99,25 @@ func (pt *partition) markLagging(e epoch.Epoch, stalled bool) {
 // replicas: at once if they are too far behind for a majority (no write
 // can succeed until then), else once the claim has been served for
 // resyncInterval (a replica that is down but still a member lags at every
-// write, and each resync drains the partition).
+// write, and each resync drains the partition), doubled for each resync in
+// a row, up to maxResyncDoublings times: a replica that falls behind again
+// after every resync (a slow disk) does not have the partition drained,
+// for the whole copy, every few seconds. A claim served for
+// resyncInterval with no replica lagging ends the streak.
 func (pt *partition) dueResync(now time.Time) bool {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	return pt.serving && pt.lagging && (pt.stalled || now.Sub(pt.servedSince) >= resyncInterval)
+	if !pt.serving {
+		return false
+	}
+	served := now.Sub(pt.servedSince)
+	if !pt.lagging {
+		if served >= resyncInterval {
+			pt.resyncs = 0
+		}
+		return false
+	}
+	return pt.stalled || served >= resyncInterval<<min(pt.resyncs, maxResyncDoublings)
 }
 
 // forgetQueued makes the next replicated batch re-read the store's
@@ -204,6 +226,11 @@ func (pt *partition) start(c store.Claim, pos store.Position, fenced func() bool
 	defer pt.mu.Unlock()
 	if pt.preparing > 0 || fenced() {
 		return false
+	}
+	if pt.lagging && c.Base == pt.claim.Epoch && c.Owner == pt.claim.Owner {
+		pt.resyncs++ // c resyncs the claim served before
+	} else {
+		pt.resyncs = 0
 	}
 	pt.serving, pt.claim, pt.pos, pt.lagging, pt.stalled, pt.servedSince = true, c, pos, pt.lagsBefore == c.Epoch, false, time.Now()
 	return true

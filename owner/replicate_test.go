@@ -208,6 +208,38 @@ func TestLaggingReplicaIsResyncedAtOnceOnlyWhenNoMajorityRemains(t *testing.T) {
 	require.False(t, pt.dueResync(time.Now()), "a majority confirmed the marker: wait, the backup may be down")
 }
 
+// A replica that falls behind again right after each resync (a slow disk)
+// has the owner wait twice as long before each next resync, up to 80 s: a
+// resync drains the partition for the whole copy. A batch that lacks a
+// majority still resyncs at once, and a claim served for resyncInterval
+// with no replica lagging ends the streak.
+func TestRepeatedResyncsOfALaggingReplicaBackOff(t *testing.T) {
+	pt := &partition{}
+	serve := func(c store.Claim) time.Time {
+		pt.stop()
+		require.True(t, pt.start(c, store.Position{Epoch: c.Epoch, LSN: 1}, func() bool { return false }))
+		return time.Now()
+	}
+	replicas := []string{"a", "b", "c"}
+	serve(store.Claim{Epoch: 3, Owner: "a", Replicas: replicas})
+	pt.markLagging(3, false)
+
+	for i, wait := range []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second, 80 * time.Second} {
+		e := epoch.Epoch(4 + i)
+		at := serve(store.Claim{Epoch: e, Base: e - 1, Owner: "a", Replicas: replicas}) // the resync
+		pt.markLagging(e, false)                                                        // lagging again
+		require.False(t, pt.dueResync(at.Add(wait-time.Second)), "resync %d: due before %v", i+1, wait)
+		require.True(t, pt.dueResync(at.Add(wait+time.Second)), "resync %d: not due after %v", i+1, wait)
+	}
+	pt.markLagging(8, true)
+	require.True(t, pt.dueResync(time.Now()), "a batch lacked a majority: resync at once")
+
+	at := serve(store.Claim{Epoch: 9, Base: 8, Owner: "a", Replicas: replicas})
+	require.False(t, pt.dueResync(at.Add(resyncInterval+time.Second)), "no replica lags") // ends the streak
+	pt.markLagging(9, false)
+	require.True(t, pt.dueResync(at.Add(resyncInterval+time.Second)))
+}
+
 // flakyTransport confirms replicated batches except at the replicas in fail.
 type flakyTransport struct {
 	Transport
