@@ -128,7 +128,7 @@ func (pt *partition) forgetQueued() {
 	pt.queuedKnown = false
 }
 
-// installed records that a copy was installed at pos: the next batch
+// installed records that a copy was installed, or kept, at pos: the next batch
 // re-reads the store's position (a batch may already follow the copy),
 // and a batch already waiting for its turn after pos (a new owner's first
 // batch that arrived before the copy) goes on at once instead of timing
@@ -227,8 +227,8 @@ func (pt *partition) start(c store.Claim, pos store.Position, fenced func() bool
 	if pt.preparing > 0 || fenced() {
 		return false
 	}
-	if pt.lagging && c.Base == pt.claim.Epoch && c.Owner == pt.claim.Owner {
-		pt.resyncs++ // c resyncs the claim served before
+	if pt.lagging && c.Base == pt.claim.Epoch && c.Owner == pt.claim.Owner && sameMembers(c.Replicas, pt.claim.Replicas) {
+		pt.resyncs++ // c resyncs the claim served before, same replicas
 	} else {
 		pt.resyncs = 0
 	}

@@ -208,6 +208,14 @@ func TestLaggingReplicaIsResyncedAtOnceOnlyWhenNoMajorityRemains(t *testing.T) {
 	require.False(t, pt.dueResync(time.Now()), "a majority confirmed the marker: wait, the backup may be down")
 }
 
+// serveAnew has pt stop serving and serve c, and returns when it began.
+func serveAnew(t *testing.T, pt *partition, c store.Claim) time.Time {
+	t.Helper()
+	pt.stop()
+	require.True(t, pt.start(c, store.Position{Epoch: c.Epoch, LSN: 1}, func() bool { return false }))
+	return time.Now()
+}
+
 // A replica that falls behind again right after each resync (a slow disk)
 // has the owner wait twice as long before each next resync, up to 80 s: a
 // resync drains the partition for the whole copy. A batch that lacks a
@@ -215,11 +223,7 @@ func TestLaggingReplicaIsResyncedAtOnceOnlyWhenNoMajorityRemains(t *testing.T) {
 // with no replica lagging ends the streak.
 func TestRepeatedResyncsOfALaggingReplicaBackOff(t *testing.T) {
 	pt := &partition{}
-	serve := func(c store.Claim) time.Time {
-		pt.stop()
-		require.True(t, pt.start(c, store.Position{Epoch: c.Epoch, LSN: 1}, func() bool { return false }))
-		return time.Now()
-	}
+	serve := func(c store.Claim) time.Time { return serveAnew(t, pt, c) }
 	replicas := []string{"a", "b", "c"}
 	serve(store.Claim{Epoch: 3, Owner: "a", Replicas: replicas})
 	pt.markLagging(3, false)
@@ -237,6 +241,20 @@ func TestRepeatedResyncsOfALaggingReplicaBackOff(t *testing.T) {
 	at := serve(store.Claim{Epoch: 9, Base: 8, Owner: "a", Replicas: replicas})
 	require.False(t, pt.dueResync(at.Add(resyncInterval+time.Second)), "no replica lags") // ends the streak
 	pt.markLagging(9, false)
+	require.True(t, pt.dueResync(at.Add(resyncInterval+time.Second)))
+}
+
+// A new claim from the same owner with another replica set (a lagging
+// replica failed and was replaced) is no resync in a row: a lag on the
+// new replica is resynced after resyncInterval, not after a backoff.
+// Found in review.
+func TestReplicaSetChangeDoesNotExtendTheResyncStreak(t *testing.T) {
+	pt := &partition{}
+	serve := func(c store.Claim) time.Time { return serveAnew(t, pt, c) }
+	serve(store.Claim{Epoch: 3, Owner: "a", Replicas: []string{"a", "b", "c"}})
+	pt.markLagging(3, false)
+	at := serve(store.Claim{Epoch: 4, Base: 3, Owner: "a", Replicas: []string{"a", "b", "d"}})
+	pt.markLagging(4, false)
 	require.True(t, pt.dueResync(at.Add(resyncInterval+time.Second)))
 }
 

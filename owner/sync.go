@@ -90,8 +90,9 @@ func (o *Owner) HandleSync(ctx context.Context, req Sync) (SyncReply, error) {
 		if err == nil {
 			// The copy may have moved since this node last applied a
 			// replicated batch (it owned the partition meanwhile): the new
-			// owner's first batch must re-read the position.
-			o.parts[req.P].forgetQueued()
+			// owner's first batch must re-read the position, and goes on
+			// if it is already waiting for its turn after req.Pos.
+			o.parts[req.P].installed(req.Pos)
 			return SyncReply{Done: true}, nil
 		}
 		if !errors.Is(err, store.ErrPosition) {

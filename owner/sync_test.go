@@ -438,6 +438,49 @@ func TestReplicaWhoseSyncAnswersLateHoldsTheCopyWhenTheClaimIsAnnounced(t *testi
 	require.Equal(t, "v1", string(v))
 }
 
+// A replica that already holds the copy at a new claim's position (it
+// owned the partition meanwhile, so its replication queue position is
+// stale) keeps it, and the new owner's first batch, which arrived before
+// the Sync and waits for its turn after that position, goes on. Found in
+// review.
+func TestBatchWaitingForAKeptCopyGoesOn(t *testing.T) {
+	ctx := context.Background()
+	const p = 1
+	r, s := replicaOf(t)
+	r.synced.Store(true)
+	claimOn(t, p, store.Claim{Epoch: 1, Owner: "a", Replicas: []string{"a", "r", "x"}}, s)
+	require.NoError(t, apply(ctx, r, write(1, store.Position{Epoch: 1, LSN: 1}, "k", "v2")))
+	// r owns claim 2 and writes to its store directly.
+	k2 := store.Claim{Epoch: 2, Base: 1, Owner: "r", Replicas: []string{"r", "a", "x"}}
+	_, err := s.Choose(ctx, p, k2, true)
+	require.NoError(t, err)
+	for _, v := range []string{"v3", "v4"} {
+		require.NoError(t, s.Commit(ctx, &store.Batch{Partition: p, Epoch: 2, Writes: []store.KV{{Key: []byte("k"), Value: []byte(v)}}}))
+	}
+	pos := store.Position{Epoch: 2, LSN: 4}
+	applied := make(chan error, 1)
+	go func() { applied <- apply(ctx, r, write(3, pos, "k", "from the new owner")) }()
+	waitForTurn(t, r, p, pos)
+
+	rep, err := r.HandleSync(ctx, Sync{P: p, Ballot: 3, Base: k2, Source: "a", Pos: pos, Wait: time.Second})
+	require.NoError(t, err)
+	require.True(t, rep.Done)
+	require.NoError(t, <-applied, "the batch timed out although the copy it follows was kept")
+}
+
+// waitForTurn waits until a batch on replica r waits for its turn after
+// position pos of partition p.
+func waitForTurn(t *testing.T, r *Owner, p int, pos store.Position) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		pt := r.parts[p]
+		pt.mu.Lock()
+		defer pt.mu.Unlock()
+		_, waiting := pt.turns[pos.LSN]
+		return waiting
+	}, 10*time.Second, time.Millisecond, "the batch does not wait for its turn")
+}
+
 // replicaCopyingOnePage returns a replica (with its store) whose copies
 // come from src, a source that serves one page, k=v1, once src.release is
 // closed.
@@ -545,13 +588,7 @@ func TestBatchWaitingForACopyGoesOnOnceItIsInstalled(t *testing.T) {
 
 	applied := make(chan error, 1)
 	go func() { applied <- apply(ctx, r, write(5, pos, "k", "from the new owner")) }()
-	require.Eventually(t, func() bool {
-		pt := r.parts[p]
-		pt.mu.Lock()
-		defer pt.mu.Unlock()
-		_, waiting := pt.turns[pos.LSN]
-		return waiting
-	}, 10*time.Second, time.Millisecond, "the batch does not wait for its turn")
+	waitForTurn(t, r, p, pos)
 
 	close(src.release)
 	require.NoError(t, <-applied, "the batch timed out although the copy it follows was installed")
