@@ -38,7 +38,8 @@ func (f Fingerprint) String() string {
 }
 
 // metaVersion is the first byte of the node metadata encoding. Version 1
-// had no Protocol: such nodes are refused.
+// had no Protocol: it decodes as Protocol 0, so that a node of such a build
+// is refused as one with another fingerprint, named in the log.
 const metaVersion = 2
 
 // nodeMeta is what a node carries in memberlist's node metadata.
@@ -61,13 +62,14 @@ func encodeMeta(m nodeMeta) []byte {
 	return binary.AppendUvarint(b, uint64(m.Fingerprint.Protocol))
 }
 
-// decodeMeta decodes what encodeMeta encoded; it rejects anything else,
-// including trailing bytes.
+// decodeMeta decodes what encodeMeta encoded, or version 1 of it; it
+// rejects anything else, including trailing bytes.
 func decodeMeta(b []byte) (nodeMeta, error) {
 	d := metaDecoder{b: b}
-	if len(b) == 0 || b[0] != metaVersion {
+	if len(b) == 0 || b[0] != metaVersion && b[0] != 1 {
 		return nodeMeta{}, errBadMeta
 	}
+	version := b[0]
 	d.b = d.b[1:]
 	var m nodeMeta
 	m.RPCAddr = d.string()
@@ -75,7 +77,9 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 	m.Fingerprint.Partitions = d.int()
 	m.Fingerprint.RF = d.int()
 	m.Fingerprint.PlacementVersion = d.int()
-	m.Fingerprint.Protocol = d.int()
+	if version > 1 {
+		m.Fingerprint.Protocol = d.int()
+	}
 	if d.err != nil || len(d.b) != 0 {
 		return nodeMeta{}, errBadMeta
 	}

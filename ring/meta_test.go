@@ -25,12 +25,23 @@ func TestMetaDecodeRejectsForeignBytes(t *testing.T) {
 		"huge count":   append([]byte{metaVersion, 0, 0}, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 1, 1),
 		"bad varint":   {metaVersion, 0x80},
 		"next version": append([]byte{metaVersion + 1}, good[1:]...),
-		// A node of a build before Protocol: the same fields but the last.
-		"previous version": append([]byte{metaVersion - 1}, good[1:len(good)-1]...),
 	} {
 		_, err := decodeMeta(b)
 		assert.ErrorIs(t, err, errBadMeta, name)
 	}
+}
+
+// A node of a build before Protocol (metadata version 1, the same fields
+// but the last) decodes as Protocol 0: refused as another fingerprint,
+// which the log names, not as foreign bytes.
+func TestMetaVersion1DecodesAsProtocol0(t *testing.T) {
+	m := nodeMeta{RPCAddr: "a:1", Fingerprint: Fingerprint{Cluster: "c", Partitions: 7, RF: 3, PlacementVersion: 1, Protocol: 2}}
+	b := encodeMeta(m)
+	old := append([]byte{1}, b[1:len(b)-1]...)
+	got, err := decodeMeta(old)
+	require.NoError(t, err)
+	m.Fingerprint.Protocol = 0
+	assert.Equal(t, m, got)
 }
 
 func FuzzDecodeMeta(f *testing.F) {
