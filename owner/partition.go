@@ -70,10 +70,27 @@ type partition struct {
 
 	// On a replica: queued is the position of the last batch queued in the
 	// store here (valid if queuedKnown); turns[n] is closed when the batch
-	// with LSN n is queued, waking the one that follows it.
+	// with LSN n is queued, waking the ones that follow it.
 	queued      store.Position
 	queuedKnown bool
-	turns       map[uint64]chan struct{}
+	turns       map[uint64]*turn
+}
+
+// turn is what batches waiting for the batch with one LSN wait on: ch is
+// closed when it is queued. waiters counts those still waiting, so that
+// the last one to give up, not the first, forgets it.
+type turn struct {
+	ch      chan struct{}
+	waiters int
+}
+
+// wakeTurn wakes the batches waiting for the batch with LSN n to be
+// queued. Called with mu held.
+func (pt *partition) wakeTurn(n uint64) {
+	if t, ok := pt.turns[n]; ok {
+		close(t.ch)
+		delete(pt.turns, n)
+	}
 }
 
 // markLagging records that a replica missed a batch at epoch e;
@@ -137,10 +154,7 @@ func (pt *partition) installed(pos store.Position) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	pt.queuedKnown = false
-	if turn, ok := pt.turns[pos.LSN]; ok {
-		close(turn)
-		delete(pt.turns, pos.LSN)
-	}
+	pt.wakeTurn(pos.LSN)
 }
 
 // Lease is the right to run one call on a served partition at Epoch.

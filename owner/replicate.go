@@ -273,27 +273,27 @@ func (pt *partition) applyInTurn(ctx context.Context, b *store.Batch, position f
 		case pt.queued == *b.Prev:
 			pt.queued = store.Position{Epoch: b.Epoch, LSN: b.Prev.LSN + 1}
 			pending := submit(b)
-			if turn, ok := pt.turns[pt.queued.LSN]; ok { // wake only the batch that follows
-				close(turn)
-				delete(pt.turns, pt.queued.LSN)
-			}
+			pt.wakeTurn(pt.queued.LSN) // only the batches that follow
 			return pending, nil
 		case b.Prev.LSN > pt.queued.LSN: // its predecessors are on their way
-			turn, ok := pt.turns[b.Prev.LSN]
+			t, ok := pt.turns[b.Prev.LSN]
 			if !ok {
-				turn = make(chan struct{})
+				t = &turn{ch: make(chan struct{})}
 				if pt.turns == nil {
-					pt.turns = map[uint64]chan struct{}{}
+					pt.turns = map[uint64]*turn{}
 				}
-				pt.turns[b.Prev.LSN] = turn
+				pt.turns[b.Prev.LSN] = t
 			}
+			t.waiters++
 			pt.mu.Unlock()
 			select {
-			case <-turn:
+			case <-t.ch:
 				pt.mu.Lock()
 			case <-ctx.Done():
 				pt.mu.Lock()
-				if pt.turns[b.Prev.LSN] == turn {
+				// A batch sent again (the owner retried its message) may
+				// wait on the same turn: only the last waiter forgets it.
+				if t.waiters--; t.waiters == 0 && pt.turns[b.Prev.LSN] == t {
 					delete(pt.turns, b.Prev.LSN)
 				}
 				return nil, fmt.Errorf("%w: partition %d: the batches between %v and %v did not arrive: %w", store.ErrPosition, b.Partition, pt.queued, *b.Prev, ctx.Err())

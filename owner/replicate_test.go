@@ -359,3 +359,43 @@ func TestOwnerDoesNotAcknowledgeABatchItsOwnStoreFailed(t *testing.T) {
 	defer pt.mu.Unlock()
 	require.True(t, pt.stalled, "no write can succeed here until the partition is acquired again")
 }
+
+// A batch that the owner sent again (it retried its message) waits for its
+// turn beside the first copy of it. When the first gives up, the second
+// still goes on once its predecessor is queued: the first must not take
+// the turn away. Found in review.
+func TestBatchSentAgainGoesOnWhenTheFirstCopyGaveUpWaiting(t *testing.T) {
+	pt := &partition{queued: store.Position{Epoch: 1, LSN: 1}, queuedKnown: true}
+	position := func() (store.Position, error) { return pt.queued, nil }
+	submitted := make(chan *store.Batch, 3)
+	submit := func(b *store.Batch) *store.Pending { submitted <- b; return nil }
+	first, second := write(1, store.Position{Epoch: 1, LSN: 2}, "k", "v3"), write(1, store.Position{Epoch: 1, LSN: 2}, "k", "v3")
+
+	firstCtx, giveUp := context.WithCancel(context.Background())
+	firstDone := make(chan error, 1)
+	go func() {
+		_, err := pt.applyInTurn(firstCtx, &first, position, submit)
+		firstDone <- err
+	}()
+	secondCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a hang guard
+	defer cancel()
+	secondDone := make(chan error, 1)
+	go func() {
+		_, err := pt.applyInTurn(secondCtx, &second, position, submit)
+		secondDone <- err
+	}()
+	require.Eventually(t, func() bool {
+		pt.mu.Lock()
+		defer pt.mu.Unlock()
+		tw, ok := pt.turns[2]
+		return ok && tw.waiters == 2
+	}, 10*time.Second, time.Millisecond, "both copies wait for the batch after LSN 1")
+
+	giveUp()
+	require.ErrorIs(t, <-firstDone, store.ErrPosition)
+	predecessor := write(1, store.Position{Epoch: 1, LSN: 1}, "k", "v2")
+	_, err := pt.applyInTurn(context.Background(), &predecessor, position, submit)
+	require.NoError(t, err)
+	require.NoError(t, <-secondDone, "the copy sent again was not woken by its predecessor")
+	require.Len(t, submitted, 2)
+}
