@@ -196,12 +196,13 @@ func (o *Owner) drive(prop *Proposer, resync bool) Outcome {
 	// replica would never catch up. It gives its attempt slot back first,
 	// so that takeovers do not wait behind resyncs waiting for copies.
 	var bound <-chan time.Time
-	if resync && pending > 0 {
-		o.parts[prop.p].yieldSlot()
-	} else if !resync {
+	switch {
+	case !resync:
 		t := time.NewTimer(o.cfg.RequestTimeout / 2)
 		defer t.Stop()
 		bound = t.C
+	case pending > 0:
+		o.parts[prop.p].yieldSlot()
 	}
 drain:
 	for ; pending > 0; pending-- {
