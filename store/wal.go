@@ -62,13 +62,16 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // bytes of the log before it in its first block (tail) and zeros to the
 // end of its last block. Rewriting those earlier bytes with the same
 // values risks nothing the page cache does not: its writeback writes
-// whole pages too.
+// whole pages too. On Linux the direct writes are asynchronous (see
+// asyncWriter): the committer waits for each in the network poller instead
+// of holding a processor.
 type wal struct {
 	f      *os.File
 	path   string
 	noSync bool
-	// direct is set when f is open with O_DIRECT|O_DSYNC (see above).
-	direct bool
+	// direct writes the log's blocks when f is open with O_DIRECT|O_DSYNC
+	// (see above): an asyncWriter over f, or f; nil for a buffered log.
+	direct blockWriter
 	// buf is the aligned buffer of direct writes. It starts with the tail:
 	// the log's bytes from the start of off's block to off.
 	buf []byte
@@ -135,8 +138,15 @@ func (w *wal) useDirect() error {
 		return nil
 	}
 	_ = w.f.Close()
-	w.f, w.direct, w.buf = f, true, alignedBlocks(walBlock)
+	w.f, w.direct, w.buf = f, directWriter(f), alignedBlocks(walBlock)
 	return nil
+}
+
+// blockWriter writes a direct log's aligned blocks, each durable when
+// WriteAt returns, and closes the file.
+type blockWriter interface {
+	WriteAt(b []byte, off int64) (int, error)
+	Close() error
 }
 
 // grow zero-fills the file up to the next multiple of walChunk at or above
@@ -190,7 +200,7 @@ func (w *wal) append(payload []byte) error {
 	if err := w.write(rec); err != nil {
 		return w.fail(err)
 	}
-	if w.direct { // the new tail goes to the front of buf
+	if w.direct != nil { // the new tail goes to the front of buf
 		written := w.tail() + len(rec)
 		copy(w.buf, w.buf[written&^(walBlock-1):written])
 	}
@@ -205,7 +215,7 @@ func (w *wal) tail() int { return int(w.off & (walBlock - 1)) }
 // direct write starts at off's block with the tail and ends with zeros at
 // a block boundary, which the file's size always is.
 func (w *wal) write(b []byte) error {
-	if !w.direct {
+	if w.direct == nil {
 		if _, err := w.f.WriteAt(b, w.off); err != nil || w.noSync {
 			return err
 		}
@@ -220,7 +230,7 @@ func (w *wal) write(b []byte) error {
 	}
 	k := tail + copy(w.buf[tail:], b)
 	clear(w.buf[k:n])
-	_, err := w.f.WriteAt(w.buf[:n], w.off-int64(tail))
+	_, err := w.direct.WriteAt(w.buf[:n], w.off-int64(tail))
 	return err
 }
 
@@ -246,7 +256,11 @@ func (w *wal) reset() { w.off = 0 }
 
 // close closes the file.
 func (w *wal) close() error {
-	if err := w.f.Close(); err != nil {
+	closeFile := w.f.Close
+	if w.direct != nil { // it owns f
+		closeFile = w.direct.Close
+	}
+	if err := closeFile(); err != nil {
 		return fmt.Errorf("store: close %s: %w", w.path, err)
 	}
 	return nil

@@ -474,7 +474,7 @@ func requireDirect(t *testing.T, w *wal, dir string) {
 	if err != nil {
 		t.Skipf("the file system of the test's temporary directory refuses direct writes: %v", err)
 	}
-	require.True(t, w.direct, "the log does not use direct writes, which the file system allows")
+	require.NotNil(t, w.direct, "the log does not use direct writes, which the file system allows")
 }
 
 // walRecord returns a framed WAL record of sequence seq.
