@@ -9,43 +9,76 @@ import (
 	"os"
 	"runtime"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
 // asyncWriter writes a direct log file with Linux AIO and waits for each
 // write on an eventfd, in Go's network poller.
 //
-// Why: a goroutine in a blocking system call keeps its processor (P)
-// until the runtime's monitor takes it back, at least one monitor tick
-// later, and a direct, synchronous write of the log (50-110 µs on the
-// disks measured) rarely outlasts that. So every commit held one of the
-// GOMAXPROCS processors for its whole write, and the other goroutines
-// waited: with three nodes in one process on 2 cores, the log writes held
-// over half of the processors (an execution trace of the bench). Waiting
-// in the poller gives the processor back at once.
+// Why: a goroutine in a blocking system call keeps its processor (P) until
+// the runtime's monitor takes it back, a monitor tick or more later, and a
+// direct, synchronous write of the log (50-150 µs on the disks measured)
+// seldom outlasts that. So every commit held one of the GOMAXPROCS
+// processors for its whole write: in the bench's execution trace (three
+// nodes in one process, 2 cores) the log writes held over half of them.
+// Parked in the poller, the committer holds none.
 //
-// A write the kernel does not take asynchronously (AIO unavailable or
-// forbidden, RWF_DSYNC unknown before Linux 4.13) is written synchronously
-// instead, and so is every later one once the kernel refused for any reason
-// but a full queue: a fallback costs speed, never durability. Each write
-// asks for RWF_DSYNC as well as the file's O_DSYNC, so that a kernel that
-// could complete it before the data is stable refuses it instead.
+// The poller has its own cost: the runtime looks at it only when a
+// processor runs out of work, or every 10 ms from the monitor. Where
+// goroutines keep every processor busy without blocking (CPU-bound
+// handlers), a completion is noticed 10-20 ms late, while a synchronous
+// write keeps its processor and returns in time. So after slowWaitsInRow
+// waits of slowWait or more in a row, the writer writes synchronously for
+// a run of writes (minSyncRun, doubling while the waits stay slow, up to
+// maxSyncRun), then tries the poller again.
+//
+// Writes go through AIO only on ext4 and xfs, whose AIO completion of an
+// O_DSYNC direct write comes after the data is durable on every kernel
+// that takes the write (from Linux 4.13, which knows RWF_DSYNC; older ones
+// refuse the submission). Other file systems are written synchronously:
+// btrfs in some 5.16-6.0 kernels, and FUSE, complete such a write before
+// syncing it. A write the kernel refuses to submit is written
+// synchronously, and so is every later one unless the refusal was a full
+// queue: a refusal costs speed, never durability.
 type asyncWriter struct {
 	f  *os.File
 	rc syscall.RawConn
 	// ctx is the AIO context, for one write at a time (only the committer
-	// writes the log).
+	// writes the log); 0 once released.
 	ctx uintptr
 	// done is the eventfd each completion is signalled on, registered with
-	// the network poller, and doneFD its descriptor (done.Fd would make it
-	// blocking).
+	// the network poller, and doneFD its descriptor.
 	done   *os.File
 	doneFD uint32
-	// sync is set once the kernel refused an asynchronous write.
-	sync bool
-	cb   iocb
-	ev   ioEvent
+	// now times the waits; time.Now but in tests.
+	now func() time.Time
+
+	// slowWaits counts the slow waits in a row; syncLeft the writes still
+	// to write synchronously; syncRun the length of the next such run.
+	slowWaits, syncLeft, syncRun int
+
+	// The submission in progress: its control block, its completion, and
+	// the errno of io_submit, set by submitFD (a method value, made once,
+	// that rc.Control calls without allocating).
+	cb       iocb
+	ev       ioEvent
+	errno    syscall.Errno
+	submitFD func(fd uintptr)
 }
+
+const (
+	// slowWait is a wait in the poller far longer than a direct write
+	// takes on a disk that syncs fast, so long that the poller was not
+	// looked at meanwhile (see asyncWriter).
+	slowWait = 5 * time.Millisecond
+	// slowWaitsInRow slow waits in a row switch to synchronous writes.
+	slowWaitsInRow = 3
+	// minSyncRun and maxSyncRun bound the synchronous writes before the
+	// poller is tried again.
+	minSyncRun = 1 << 10
+	maxSyncRun = 1 << 16
+)
 
 // iocb is the kernel's struct iocb, in the layout of little-endian
 // machines.
@@ -73,14 +106,30 @@ type ioEvent struct {
 const (
 	iocbCmdPwrite = 1
 	iocbFlagResfd = 1 << 0
-	rwfDsync      = 0x2
+	// rwfDsync asks for an O_DSYNC write. The file has O_DSYNC already;
+	// the flag makes a kernel older than 4.13, whose completion of an
+	// asynchronous O_DSYNC write is not known to wait for the sync, refuse
+	// the submission (the field was reserved then).
+	rwfDsync = 0x2
+
+	ext4Magic = 0xEF53
+	xfsMagic  = 0x58465342
 )
 
 // directWriter returns the writer of f, a log file open with
-// O_DIRECT|O_DSYNC: an asyncWriter where the kernel offers AIO, else f.
+// O_DIRECT|O_DSYNC: an asyncWriter where the file system is ext4 or xfs
+// and the kernel offers AIO, else f.
 func directWriter(f *os.File) blockWriter {
 	rc, err := f.SyscallConn()
 	if err != nil {
+		return f
+	}
+	var st syscall.Statfs_t
+	var statErr error
+	if err := rc.Control(func(fd uintptr) { statErr = syscall.Fstatfs(int(fd), &st) }); err != nil || statErr != nil {
+		return f
+	}
+	if st.Type != ext4Magic && st.Type != xfsMagic {
 		return f
 	}
 	var ctx uintptr
@@ -92,23 +141,31 @@ func directWriter(f *os.File) blockWriter {
 		_, _, _ = syscall.Syscall(syscall.SYS_IO_DESTROY, ctx, 0, 0)
 		return f
 	}
-	return &asyncWriter{f: f, rc: rc, ctx: ctx, done: os.NewFile(efd, "eventfd"), doneFD: uint32(efd)}
+	a := &asyncWriter{f: f, rc: rc, ctx: ctx, done: os.NewFile(efd, "eventfd"), doneFD: uint32(efd), now: time.Now, syncRun: minSyncRun}
+	a.submitFD = a.submitOn
+	return a
 }
 
 // WriteAt writes b at off and returns once it is durable.
 func (a *asyncWriter) WriteAt(b []byte, off int64) (int, error) {
-	if a.sync || len(b) == 0 {
+	if a.ctx == 0 || a.syncLeft > 0 || len(b) == 0 {
+		a.syncLeft = max(a.syncLeft-1, 0)
 		return a.f.WriteAt(b, off)
 	}
 	if err := a.submit(b, off); err != nil {
-		a.sync = !errors.Is(err, syscall.EAGAIN)
+		if !errors.Is(err, syscall.EAGAIN) {
+			a.release()
+		}
 		return a.f.WriteAt(b, off)
 	}
+	start := a.now()
 	res, err := a.wait()
-	runtime.KeepAlive(b) // the kernel wrote from it until now
-	switch {
-	case err != nil:
+	runtime.KeepAlive(b) // the kernel read it until now
+	if err != nil {
 		return 0, err
+	}
+	a.noteWait(a.now().Sub(start))
+	switch {
 	case res < 0:
 		return 0, fmt.Errorf("asynchronous write: %w", syscall.Errno(-res))
 	case res < int64(len(b)):
@@ -117,57 +174,84 @@ func (a *asyncWriter) WriteAt(b []byte, off int64) (int, error) {
 	return len(b), nil
 }
 
+// noteWait counts a wait of d in the poller towards a run of synchronous
+// writes (see asyncWriter).
+func (a *asyncWriter) noteWait(d time.Duration) {
+	if d < slowWait {
+		a.slowWaits, a.syncRun = 0, minSyncRun
+		return
+	}
+	if a.slowWaits++; a.slowWaits == slowWaitsInRow {
+		a.slowWaits, a.syncLeft = 0, a.syncRun
+		a.syncRun = min(2*a.syncRun, maxSyncRun)
+	}
+}
+
 // submit starts the write of b at off.
 func (a *asyncWriter) submit(b []byte, off int64) error {
-	var errno syscall.Errno
-	err := a.rc.Control(func(fd uintptr) {
-		a.cb = iocb{
-			rwFlags: rwfDsync,
-			opcode:  iocbCmdPwrite,
-			fd:      uint32(fd),
-			buf:     uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b)))),
-			nbytes:  uint64(len(b)),
-			offset:  off,
-			flags:   iocbFlagResfd,
-			resfd:   a.doneFD,
-		}
-		cbs := [1]*iocb{&a.cb}
-		_, _, errno = syscall.Syscall(syscall.SYS_IO_SUBMIT, a.ctx, 1, uintptr(unsafe.Pointer(&cbs[0])))
-	})
-	if err != nil {
+	a.cb = iocb{
+		rwFlags: rwfDsync,
+		opcode:  iocbCmdPwrite,
+		buf:     uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b)))),
+		nbytes:  uint64(len(b)),
+		offset:  off,
+		flags:   iocbFlagResfd,
+		resfd:   a.doneFD,
+	}
+	if err := a.rc.Control(a.submitFD); err != nil {
 		return err
 	}
-	if errno != 0 {
-		return errno
+	if a.errno != 0 {
+		return a.errno
 	}
 	return nil
 }
 
+// submitOn submits a.cb as a write to fd, recording io_submit's errno.
+func (a *asyncWriter) submitOn(fd uintptr) {
+	a.cb.fd = uint32(fd)
+	cbs := [1]*iocb{&a.cb}
+	_, _, a.errno = syscall.Syscall(syscall.SYS_IO_SUBMIT, a.ctx, 1, uintptr(unsafe.Pointer(&cbs[0])))
+}
+
 // wait waits for the submitted write and returns its result: the bytes
-// written, or a negated errno. It fails only if the kernel refuses to
-// report it, which it does not for a valid context.
+// written, or a negated errno. If the kernel does not report the result
+// (which it does for a valid context), wait releases the context, which
+// waits for the write, and fails.
 func (a *asyncWriter) wait() (int64, error) {
 	var n [8]byte
 	timeout := &syscall.Timespec{} // the completion is signalled: do not block
 	if _, err := io.ReadFull(a.done, n[:]); err != nil {
-		timeout = nil // block in the kernel: the buffer is in use until the write ends
+		timeout = nil // block in the kernel: b is in use until the write ends
 	}
 	for {
 		got, _, errno := syscall.Syscall6(syscall.SYS_IO_GETEVENTS, a.ctx, 1, 1, uintptr(unsafe.Pointer(&a.ev)), uintptr(unsafe.Pointer(timeout)), 0)
 		switch {
 		case errno == syscall.EINTR:
-		case errno != 0:
-			return 0, fmt.Errorf("io_getevents: %w", errno)
+		case errno != 0 || got == 1 && a.ev.obj != uint64(uintptr(unsafe.Pointer(&a.cb))):
+			a.release()
+			return 0, fmt.Errorf("asynchronous write: io_getevents: %v (%d events)", errno, got)
 		case got == 1:
 			return a.ev.res, nil
-		default: // signalled but not yet reaped: block
+		default: // signalled but not reaped yet: block
 			timeout = nil
 		}
 	}
 }
 
-// Close releases the AIO context and the eventfd and closes the file.
-func (a *asyncWriter) Close() error {
+// release destroys the AIO context, which waits for a write in flight,
+// and closes the eventfd: every later write is synchronous.
+func (a *asyncWriter) release() {
+	if a.ctx == 0 {
+		return
+	}
 	_, _, _ = syscall.Syscall(syscall.SYS_IO_DESTROY, a.ctx, 0, 0)
-	return errors.Join(a.done.Close(), a.f.Close())
+	_ = a.done.Close()
+	a.ctx = 0
+}
+
+// Close releases the AIO resources and closes the file.
+func (a *asyncWriter) Close() error {
+	a.release()
+	return a.f.Close()
 }

@@ -7,51 +7,75 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
 
 // openAsync returns an asyncWriter over a new zero-filled file of size
-// bytes in a temporary directory, skipping where the file system refuses
-// direct writes or the kernel AIO.
+// bytes in a temporary directory. It skips where the file system refuses
+// direct writes or the kernel AIO, and where the file system is not one
+// that gets AIO (after checking that its log is written synchronously).
 func openAsync(t *testing.T, size int) (*asyncWriter, string) {
 	t.Helper()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "log")
+	path := filepath.Join(t.TempDir(), "log")
 	require.NoError(t, os.WriteFile(path, make([]byte, size), 0o600))
 	f, err := openDirect(path)
 	if err != nil {
 		t.Skipf("the file system of the test's temporary directory refuses direct writes: %v", err)
 	}
-	a, ok := directWriter(f).(*asyncWriter)
-	if !ok {
-		_ = f.Close()
-		t.Skip("this kernel offers no Linux AIO (io_setup failed)")
+	w := directWriter(f)
+	t.Cleanup(func() { _ = w.Close() })
+	var st syscall.Statfs_t
+	require.NoError(t, syscall.Statfs(path, &st))
+	if st.Type != ext4Magic && st.Type != xfsMagic {
+		require.Equal(t, blockWriter(f), w, "a file system other than ext4 and xfs got asynchronous writes")
+		t.Skipf("the test's temporary directory is on a file system (magic %#x) whose log is written synchronously", st.Type)
 	}
-	t.Cleanup(func() { _ = a.Close() })
+	var ctx uintptr
+	if _, _, errno := syscall.Syscall(syscall.SYS_IO_SETUP, 1, uintptr(unsafe.Pointer(&ctx)), 0); errno != 0 {
+		t.Skipf("this kernel offers no Linux AIO: io_setup: %v", errno)
+	}
+	_, _, _ = syscall.Syscall(syscall.SYS_IO_DESTROY, ctx, 0, 0)
+	a, ok := w.(*asyncWriter)
+	require.True(t, ok, "ext4 or xfs with AIO available, but the log is written synchronously")
 	return a, path
 }
 
-// Each write lands where it was asked, whole, and is counted as written
-// (the asynchronous path, not the synchronous fallback).
-func TestAsyncWritesLandAtTheirOffsets(t *testing.T) {
+// writeBlocks writes blocks of walBlock bytes of value v at off through a.
+func writeBlocks(t *testing.T, a *asyncWriter, off int64, blocks int, v byte) {
+	t.Helper()
+	b := alignedBlocks(blocks * walBlock)
+	for i := range b {
+		b[i] = v
+	}
+	n, err := a.WriteAt(b, off)
+	require.NoError(t, err)
+	require.Equal(t, len(b), n)
+}
+
+// Each write lands where it was asked, whole, through the poller: the
+// eventfd is registered with it, and each completion's signal is
+// consumed (a write reaped otherwise would leave it readable).
+func TestAsyncWritesLandAtTheirOffsetsThroughThePoller(t *testing.T) {
 	a, path := openAsync(t, 16*walBlock)
 	want := make([]byte, 16*walBlock)
 	for i, blocks := range []int{1, 3, 2, 1, 4} {
 		off := int64(i * 3 * walBlock)
-		b := alignedBlocks(blocks * walBlock)
-		for j := range b {
-			b[j] = byte(i + 1 + j%7)
+		writeBlocks(t, a, off, blocks, byte(i+1))
+		for j := range blocks * walBlock {
+			want[off+int64(j)] = byte(i + 1)
 		}
-		n, err := a.WriteAt(b, off)
-		require.NoError(t, err)
-		require.Equal(t, len(b), n)
-		copy(want[off:], b)
 	}
-	require.False(t, a.sync, "the kernel refused the asynchronous writes")
+	require.NotZero(t, a.ctx, "the kernel refused the asynchronous writes")
 	got, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.Equal(t, want, got)
+
+	require.NoError(t, a.done.SetReadDeadline(time.Now()), "the eventfd is not in the network poller")
+	_, err = a.done.Read(make([]byte, 8))
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "a completion was signalled but not waited for")
 }
 
 // A write the kernel fails (here a direct write at an unaligned offset)
@@ -61,20 +85,36 @@ func TestAsyncWriteFailureIsReportedAndLaterWritesGoOn(t *testing.T) {
 	b := alignedBlocks(walBlock)
 	b[0] = 'x'
 	_, err := a.WriteAt(b, 1)
+	if err == nil {
+		t.Skip("this file system takes direct writes at unaligned offsets")
+	}
 	require.ErrorIs(t, err, syscall.EINVAL)
-	require.False(t, a.sync)
+	require.NotZero(t, a.ctx)
 
-	_, err = a.WriteAt(b, walBlock)
-	require.NoError(t, err)
+	writeBlocks(t, a, walBlock, 1, 'y')
 	got, err := os.ReadFile(path)
 	require.NoError(t, err)
-	require.Equal(t, byte('x'), got[walBlock])
+	require.Equal(t, byte('y'), got[walBlock])
 	require.Equal(t, byte(0), got[0], "the failed write wrote nothing")
 }
 
-// Once the file is closed, a write fails (the descriptor is not written
-// through after Close, whatever reuses its number) instead of reaching
-// another file.
+// A submission the kernel refuses (here to a destroyed context) is written
+// synchronously instead, and the writer stays synchronous, its AIO
+// resources released.
+func TestRefusedSubmissionIsWrittenSynchronously(t *testing.T) {
+	a, path := openAsync(t, 4*walBlock)
+	_, _, errno := syscall.Syscall(syscall.SYS_IO_DESTROY, a.ctx, 0, 0)
+	require.Zero(t, errno)
+	writeBlocks(t, a, 0, 1, 'z')
+	require.Zero(t, a.ctx, "still asynchronous after a refused submission")
+	writeBlocks(t, a, walBlock, 1, 'w')
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, []byte{'z', 'w'}, []byte{got[0], got[walBlock]})
+}
+
+// Once the file is closed, a write fails instead of reaching whatever file
+// reuses the descriptor's number.
 func TestAsyncWriteAfterTheFileClosedFails(t *testing.T) {
 	a, _ := openAsync(t, 4*walBlock)
 	require.NoError(t, a.f.Close())
@@ -86,4 +126,41 @@ func TestAsyncWriteAfterTheFileClosedFails(t *testing.T) {
 	st, err := other.Stat()
 	require.NoError(t, err)
 	require.Zero(t, st.Size())
+}
+
+// Slow waits in the poller, slowWaitsInRow in a row, switch to a run of
+// synchronous writes, which doubles while the waits stay slow; a fast wait
+// ends the doubling.
+func TestSlowWaitsSwitchToRunsOfSynchronousWrites(t *testing.T) {
+	a, _ := openAsync(t, 4*walBlock)
+	wait := slowWait
+	clock, readings := time.Unix(0, 0), 0
+	a.now = func() time.Time { // a write reads it before and after its wait
+		if readings++; readings%2 == 0 {
+			clock = clock.Add(wait)
+		}
+		return clock
+	}
+	for range slowWaitsInRow - 1 {
+		writeBlocks(t, a, 0, 1, 1)
+	}
+	require.Zero(t, a.syncLeft, "switched before %d slow waits in a row", slowWaitsInRow)
+	writeBlocks(t, a, 0, 1, 1)
+	require.Equal(t, minSyncRun, a.syncLeft)
+	writeBlocks(t, a, 0, 1, 1)
+	require.Equal(t, minSyncRun-1, a.syncLeft, "a write of the run went through the poller")
+
+	a.syncLeft = 0 // the run is over: the poller again, still slow
+	for range slowWaitsInRow {
+		writeBlocks(t, a, 0, 1, 1)
+	}
+	require.Equal(t, 2*minSyncRun, a.syncLeft, "the second run in a row doubles")
+
+	a.syncLeft, wait = 0, time.Microsecond
+	writeBlocks(t, a, 0, 1, 1)
+	wait = slowWait
+	for range slowWaitsInRow {
+		writeBlocks(t, a, 0, 1, 1)
+	}
+	require.Equal(t, minSyncRun, a.syncLeft, "a fast wait starts the runs over")
 }

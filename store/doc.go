@@ -51,8 +51,10 @@
 //     committer decides each batch's fence against the in-memory metas
 //     (every partition's Meta, loaded at Open), logs the accepted batches
 //     as one record ([length][crc32c][payload], wal.go), makes it durable
-//     (one O_DIRECT|O_DSYNC write where the file system allows it, else a
-//     write and an fdatasync), applies them to an in-memory memtable
+//     (one O_DIRECT|O_DSYNC write where the file system allows it, on
+//     Linux through AIO so that the committer waits without holding a
+//     processor, aio_linux.go; else a write and an fdatasync), applies
+//     them to an in-memory memtable
 //     (memtable.go) and the metas, and only then releases the waiters;
 //   - flush (flush.go): the memtable goes into the file in one synced
 //     transaction, writing each touched partition's meta once and the

@@ -62,9 +62,10 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // bytes of the log before it in its first block (tail) and zeros to the
 // end of its last block. Rewriting those earlier bytes with the same
 // values risks nothing the page cache does not: its writeback writes
-// whole pages too. On Linux the direct writes are asynchronous (see
-// asyncWriter): the committer waits for each in the network poller instead
-// of holding a processor.
+// whole pages too. On ext4 and xfs under Linux (amd64, arm64) the direct
+// writes go through AIO where the kernel offers it (see asyncWriter): the
+// committer waits for each in the network poller instead of holding a
+// processor.
 type wal struct {
 	f      *os.File
 	path   string
