@@ -27,11 +27,14 @@ import (
 // The poller has its own cost: the runtime looks at it only when a
 // processor runs out of work, or every 10 ms from the monitor. Where
 // goroutines keep every processor busy without blocking (CPU-bound
-// handlers), a completion is noticed 10-20 ms late, while a synchronous
-// write keeps its processor and returns in time. So after slowWaitsInRow
-// waits of slowWait or more in a row, the writer writes synchronously for
-// a run of writes (minSyncRun, doubling while the waits stay slow, up to
-// maxSyncRun), then tries the poller again.
+// handlers), a commit waited 20-40 ms (measured, against about 0.1 ms
+// written synchronously, which keeps its processor). So after
+// slowWaitsInRow waits of slowWait or more in a row, the writer writes
+// synchronously for a while (minSyncFor, doubling while the waits stay
+// slow, up to maxSyncFor), then tries the poller again. On a disk whose
+// writes themselves take slowWait or more, every wait is slow and the
+// writes stay synchronous, which costs nothing there: the monitor takes
+// back the processor of a system call that long anyway.
 //
 // Writes go through AIO only on ext4 and xfs, whose AIO completion of an
 // O_DSYNC direct write comes after the data is durable on every kernel
@@ -54,30 +57,37 @@ type asyncWriter struct {
 	// now times the waits; time.Now but in tests.
 	now func() time.Time
 
-	// slowWaits counts the slow waits in a row; syncLeft the writes still
-	// to write synchronously; syncRun the length of the next such run.
-	slowWaits, syncLeft, syncRun int
+	// slowWaits counts the slow waits in a row. Writes are synchronous
+	// until syncUntil; syncFor is how long the next such time lasts.
+	slowWaits int
+	syncUntil time.Time
+	syncFor   time.Duration
 
-	// The submission in progress: its control block, its completion, and
-	// the errno of io_submit, set by submitFD (a method value, made once,
-	// that rc.Control calls without allocating).
+	// The write in progress: its control block, its buffer pinned (the
+	// kernel reads it while the goroutine is parked, and stack memory
+	// could move), its completion, the errno of io_submit set by submitFD
+	// (a method value made once, which rc.Control calls without
+	// allocating), and the eventfd's counter.
 	cb       iocb
+	pin      runtime.Pinner
 	ev       ioEvent
 	errno    syscall.Errno
 	submitFD func(fd uintptr)
+	signal   [8]byte
 }
 
 const (
-	// slowWait is a wait in the poller far longer than a direct write
-	// takes on a disk that syncs fast, so long that the poller was not
-	// looked at meanwhile (see asyncWriter).
+	// slowWait is a wait in the poller about fifty times as long as a
+	// direct write takes on the disks measured, and half the monitor's
+	// 10 ms: the poller was not looked at meanwhile, or the disk is slow
+	// (see asyncWriter).
 	slowWait = 5 * time.Millisecond
 	// slowWaitsInRow slow waits in a row switch to synchronous writes.
 	slowWaitsInRow = 3
-	// minSyncRun and maxSyncRun bound the synchronous writes before the
-	// poller is tried again.
-	minSyncRun = 1 << 10
-	maxSyncRun = 1 << 16
+	// minSyncFor and maxSyncFor bound how long writes stay synchronous
+	// before the poller is tried again.
+	minSyncFor = 100 * time.Millisecond
+	maxSyncFor = 10 * time.Second
 )
 
 // iocb is the kernel's struct iocb, in the layout of little-endian
@@ -129,7 +139,7 @@ func directWriter(f *os.File) blockWriter {
 	if err := rc.Control(func(fd uintptr) { statErr = syscall.Fstatfs(int(fd), &st) }); err != nil || statErr != nil {
 		return f
 	}
-	if st.Type != ext4Magic && st.Type != xfsMagic {
+	if !aioFileSystem(int64(st.Type)) {
 		return f
 	}
 	var ctx uintptr
@@ -141,30 +151,39 @@ func directWriter(f *os.File) blockWriter {
 		_, _, _ = syscall.Syscall(syscall.SYS_IO_DESTROY, ctx, 0, 0)
 		return f
 	}
-	a := &asyncWriter{f: f, rc: rc, ctx: ctx, done: os.NewFile(efd, "eventfd"), doneFD: uint32(efd), now: time.Now, syncRun: minSyncRun}
+	a := &asyncWriter{f: f, rc: rc, ctx: ctx, done: os.NewFile(efd, "eventfd"), doneFD: uint32(efd), now: time.Now, syncFor: minSyncFor}
 	a.submitFD = a.submitOn
 	return a
 }
 
+// aioFileSystem reports whether the file system of magic number magic
+// (statfs's f_type) gets asynchronous log writes: ext4 and xfs, see
+// asyncWriter.
+func aioFileSystem(magic int64) bool { return magic == ext4Magic || magic == xfsMagic }
+
 // WriteAt writes b at off and returns once it is durable.
 func (a *asyncWriter) WriteAt(b []byte, off int64) (int, error) {
-	if a.ctx == 0 || a.syncLeft > 0 || len(b) == 0 {
-		a.syncLeft = max(a.syncLeft-1, 0)
+	if a.ctx == 0 || len(b) == 0 {
 		return a.f.WriteAt(b, off)
 	}
+	start := a.now()
+	if start.Before(a.syncUntil) {
+		return a.f.WriteAt(b, off)
+	}
+	a.pin.Pin(unsafe.SliceData(b))
+	defer a.pin.Unpin()
 	if err := a.submit(b, off); err != nil {
 		if !errors.Is(err, syscall.EAGAIN) {
 			a.release()
 		}
 		return a.f.WriteAt(b, off)
 	}
-	start := a.now()
 	res, err := a.wait()
-	runtime.KeepAlive(b) // the kernel read it until now
 	if err != nil {
 		return 0, err
 	}
-	a.noteWait(a.now().Sub(start))
+	end := a.now()
+	a.noteWait(end.Sub(start), end)
 	switch {
 	case res < 0:
 		return 0, fmt.Errorf("asynchronous write: %w", syscall.Errno(-res))
@@ -174,16 +193,16 @@ func (a *asyncWriter) WriteAt(b []byte, off int64) (int, error) {
 	return len(b), nil
 }
 
-// noteWait counts a wait of d in the poller towards a run of synchronous
-// writes (see asyncWriter).
-func (a *asyncWriter) noteWait(d time.Duration) {
+// noteWait counts a write's wait of d in the poller, which ended at now,
+// towards a time of synchronous writes (see asyncWriter).
+func (a *asyncWriter) noteWait(d time.Duration, now time.Time) {
 	if d < slowWait {
-		a.slowWaits, a.syncRun = 0, minSyncRun
+		a.slowWaits, a.syncFor = 0, minSyncFor
 		return
 	}
 	if a.slowWaits++; a.slowWaits == slowWaitsInRow {
-		a.slowWaits, a.syncLeft = 0, a.syncRun
-		a.syncRun = min(2*a.syncRun, maxSyncRun)
+		a.slowWaits, a.syncUntil = 0, now.Add(a.syncFor)
+		a.syncFor = min(2*a.syncFor, maxSyncFor)
 	}
 }
 
@@ -219,18 +238,20 @@ func (a *asyncWriter) submitOn(fd uintptr) {
 // (which it does for a valid context), wait releases the context, which
 // waits for the write, and fails.
 func (a *asyncWriter) wait() (int64, error) {
-	var n [8]byte
 	timeout := &syscall.Timespec{} // the completion is signalled: do not block
-	if _, err := io.ReadFull(a.done, n[:]); err != nil {
+	if _, err := io.ReadFull(a.done, a.signal[:]); err != nil {
 		timeout = nil // block in the kernel: b is in use until the write ends
 	}
 	for {
 		got, _, errno := syscall.Syscall6(syscall.SYS_IO_GETEVENTS, a.ctx, 1, 1, uintptr(unsafe.Pointer(&a.ev)), uintptr(unsafe.Pointer(timeout)), 0)
 		switch {
 		case errno == syscall.EINTR:
-		case errno != 0 || got == 1 && a.ev.obj != uint64(uintptr(unsafe.Pointer(&a.cb))):
+		case errno != 0:
 			a.release()
-			return 0, fmt.Errorf("asynchronous write: io_getevents: %v (%d events)", errno, got)
+			return 0, fmt.Errorf("asynchronous write: io_getevents: %w", errno)
+		case got == 1 && a.ev.obj != uint64(uintptr(unsafe.Pointer(&a.cb))):
+			a.release()
+			return 0, fmt.Errorf("asynchronous write: io_getevents returned the event of another request (%#x)", a.ev.obj)
 		case got == 1:
 			return a.ev.res, nil
 		default: // signalled but not reaped yet: block

@@ -29,7 +29,7 @@ func openAsync(t *testing.T, size int) (*asyncWriter, string) {
 	t.Cleanup(func() { _ = w.Close() })
 	var st syscall.Statfs_t
 	require.NoError(t, syscall.Statfs(path, &st))
-	if st.Type != ext4Magic && st.Type != xfsMagic {
+	if !aioFileSystem(int64(st.Type)) {
 		require.Equal(t, blockWriter(f), w, "a file system other than ext4 and xfs got asynchronous writes")
 		t.Skipf("the test's temporary directory is on a file system (magic %#x) whose log is written synchronously", st.Type)
 	}
@@ -74,8 +74,34 @@ func TestAsyncWritesLandAtTheirOffsetsThroughThePoller(t *testing.T) {
 	require.Equal(t, want, got)
 
 	require.NoError(t, a.done.SetReadDeadline(time.Now()), "the eventfd is not in the network poller")
-	_, err = a.done.Read(make([]byte, 8))
-	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "a completion was signalled but not waited for")
+	_, err = syscall.Read(int(a.doneFD), make([]byte, 8))
+	require.ErrorIs(t, err, syscall.EAGAIN, "a completion was signalled but not waited for")
+}
+
+// Only ext4 and xfs get asynchronous writes (see asyncWriter).
+func TestOnlyExt4AndXFSGetAsynchronousWrites(t *testing.T) {
+	require.True(t, aioFileSystem(ext4Magic))
+	require.True(t, aioFileSystem(xfsMagic))
+	for _, magic := range []int64{0x9123683E, 0x01021994, 0x65735546, 0x794c7630} { // btrfs, tmpfs, fuse, overlayfs
+		require.False(t, aioFileSystem(magic), "%#x", magic)
+	}
+}
+
+// A write whose event cannot be reaped (here: its context destroyed after
+// the write ended) fails, and the writer stays synchronous from then on.
+func TestUnreapedWriteFailsAndLeavesTheWriterSynchronous(t *testing.T) {
+	a, path := openAsync(t, 4*walBlock)
+	b := alignedBlocks(walBlock)
+	require.NoError(t, a.submit(b, 0))
+	_, _, errno := syscall.Syscall(syscall.SYS_IO_DESTROY, a.ctx, 0, 0) // waits for the write
+	require.Zero(t, errno)
+	_, err := a.wait()
+	require.Error(t, err)
+	require.Zero(t, a.ctx)
+	writeBlocks(t, a, walBlock, 1, 'v')
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, byte('v'), got[walBlock])
 }
 
 // A write the kernel fails (here a direct write at an unaligned offset)
@@ -128,39 +154,49 @@ func TestAsyncWriteAfterTheFileClosedFails(t *testing.T) {
 	require.Zero(t, st.Size())
 }
 
-// Slow waits in the poller, slowWaitsInRow in a row, switch to a run of
-// synchronous writes, which doubles while the waits stay slow; a fast wait
-// ends the doubling.
-func TestSlowWaitsSwitchToRunsOfSynchronousWrites(t *testing.T) {
+// Slow waits in the poller, slowWaitsInRow in a row, switch to
+// synchronous writes for a time, which doubles while the waits stay slow
+// and ends on its own; a fast wait breaks a row and starts the times over.
+func TestSlowWaitsSwitchToTimesOfSynchronousWrites(t *testing.T) {
 	a, _ := openAsync(t, 4*walBlock)
-	wait := slowWait
-	clock, readings := time.Unix(0, 0), 0
-	a.now = func() time.Time { // a write reads it before and after its wait
-		if readings++; readings%2 == 0 {
-			clock = clock.Add(wait)
-		}
+	step := slowWait // every reading of the clock moves it on by step
+	clock := time.Unix(0, 0)
+	a.now = func() time.Time {
+		clock = clock.Add(step)
 		return clock
 	}
+	write := func() { writeBlocks(t, a, 0, 1, 1) }
+
+	write()
+	write()
+	step = time.Microsecond
+	write()
+	require.Zero(t, a.slowWaits, "a fast wait breaks the row")
+	step = slowWait
 	for range slowWaitsInRow - 1 {
-		writeBlocks(t, a, 0, 1, 1)
+		write()
 	}
-	require.Zero(t, a.syncLeft, "switched before %d slow waits in a row", slowWaitsInRow)
-	writeBlocks(t, a, 0, 1, 1)
-	require.Equal(t, minSyncRun, a.syncLeft)
-	writeBlocks(t, a, 0, 1, 1)
-	require.Equal(t, minSyncRun-1, a.syncLeft, "a write of the run went through the poller")
+	require.True(t, a.syncUntil.IsZero(), "switched before %d slow waits in a row", slowWaitsInRow)
+	write()
+	require.Equal(t, clock.Add(minSyncFor), a.syncUntil)
 
-	a.syncLeft = 0 // the run is over: the poller again, still slow
-	for range slowWaitsInRow {
-		writeBlocks(t, a, 0, 1, 1)
+	synchronous := 0
+	for clock.Add(step).Before(a.syncUntil) {
+		write()
+		require.Zero(t, a.slowWaits, "a write went through the poller before the time was up")
+		synchronous++
 	}
-	require.Equal(t, 2*minSyncRun, a.syncLeft, "the second run in a row doubles")
+	require.Equal(t, int(minSyncFor/step)-1, synchronous)
+	write() // the time is up: the poller again, still slow
+	require.Equal(t, 1, a.slowWaits)
+	write()
+	write()
+	require.Equal(t, clock.Add(2*minSyncFor), a.syncUntil, "the second time in a row doubles")
 
-	a.syncLeft, wait = 0, time.Microsecond
-	writeBlocks(t, a, 0, 1, 1)
-	wait = slowWait
-	for range slowWaitsInRow {
-		writeBlocks(t, a, 0, 1, 1)
+	for range 20 {
+		a.noteWait(slowWait, clock)
 	}
-	require.Equal(t, minSyncRun, a.syncLeft, "a fast wait starts the runs over")
+	require.Equal(t, maxSyncFor, a.syncFor)
+	a.noteWait(slowWait-1, clock)
+	require.Equal(t, minSyncFor, a.syncFor, "a fast wait starts the times over")
 }
