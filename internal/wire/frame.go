@@ -22,6 +22,10 @@ const (
 // lengthSize is the size of the big-endian length prefix.
 const lengthSize = 4
 
+// firstChunk is the most ReadFrame allocates for a frame before its bytes
+// arrive; the buffer then doubles as they do.
+const firstChunk = 64 << 10
+
 // Frame is one message on a stream.
 type Frame struct {
 	// ID pairs a response with its request.
@@ -55,8 +59,10 @@ func WriteFrame(w *bufio.Writer, f Frame) error {
 
 // ReadFrame reads one frame from r. A frame whose size (HeaderSize plus the
 // body length) exceeds maxSize fails with ErrFrameTooLarge before its buffer is
-// allocated; one smaller than HeaderSize fails with ErrShortFrame. Errors of
-// r are passed through: io.EOF means the stream ended cleanly between frames,
+// allocated; one smaller than HeaderSize fails with ErrShortFrame. The buffer
+// grows with the bytes that arrive, from firstChunk, so a peer that claims a
+// large frame and sends little makes it allocate little. Errors of r are
+// passed through: io.EOF means the stream ended cleanly between frames,
 // io.ErrUnexpectedEOF that it ended inside one. The returned body is freshly
 // allocated and owned by the caller.
 func ReadFrame(r *bufio.Reader, maxSize int) (Frame, error) {
@@ -77,12 +83,19 @@ func ReadFrame(r *bufio.Reader, maxSize int) (Frame, error) {
 	if maxSize < 0 || size > uint64(maxSize) {
 		return Frame{}, fmt.Errorf("%w: length %d exceeds max %d", ErrFrameTooLarge, size, maxSize)
 	}
-	buf := make([]byte, size)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
+	buf := make([]byte, min(size, firstChunk))
+	for read := 0; ; {
+		n, err := io.ReadFull(r, buf[read:])
+		if read += n; err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return Frame{}, err
 		}
-		return Frame{}, err
+		if uint64(read) == size {
+			break
+		}
+		buf = append(buf, make([]byte, min(size, 2*uint64(read))-uint64(read))...)
 	}
 	return Frame{
 		ID:    binary.BigEndian.Uint64(buf[0:8]),

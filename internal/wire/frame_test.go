@@ -70,6 +70,34 @@ func TestOversizedLengthIsRejectedBeforeAllocating(t *testing.T) {
 	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<10), "ReadFrame allocated for a frame it refused")
 }
 
+// A frame that claims the largest size allowed but whose stream ends soon
+// after costs memory for what arrived, not for what it claimed.
+func TestClaimedSizeIsNotAllocatedBeforeItsBytesArrive(t *testing.T) {
+	const claimed = 64 << 20
+	data := binary.BigEndian.AppendUint32(nil, claimed)
+	data = append(data, make([]byte, HeaderSize+100)...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := ReadFrame(reader(data), claimed)
+	runtime.ReadMemStats(&after)
+	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "ReadFrame allocated for bytes that never came")
+}
+
+// Frames around and well past the first chunk's size read back whole.
+func TestFramesLargerThanTheFirstChunkRoundTrip(t *testing.T) {
+	for _, n := range []int{firstChunk - HeaderSize - 1, firstChunk - HeaderSize, firstChunk - HeaderSize + 1, 5*firstChunk + 3} {
+		body := make([]byte, n)
+		for i := range body {
+			body[i] = byte(i * 7)
+		}
+		got, err := ReadFrame(reader(encodeFrames(t, Frame{ID: 9, Body: body})), HeaderSize+n)
+		require.NoError(t, err)
+		require.Equal(t, body, got.Body, "body of %d bytes", n)
+		require.Equal(t, uint64(9), got.ID)
+	}
+}
+
 func TestLengthBelowHeaderIsShortFrame(t *testing.T) {
 	data := binary.BigEndian.AppendUint32(nil, HeaderSize-1)
 	data = append(data, make([]byte, HeaderSize)...)
