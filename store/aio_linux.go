@@ -17,10 +17,11 @@ import (
 // write on an eventfd, in Go's network poller.
 //
 // Why: a goroutine in a blocking system call keeps its processor (P) until
-// the runtime's monitor takes it back, a monitor tick or more later, and a
-// direct, synchronous write of the log (50-150 µs on the disks measured)
-// seldom outlasts that. So every commit held one of the GOMAXPROCS
-// processors for its whole write: in the bench's execution trace (three
+// the runtime's monitor thread notices and hands the P on, and the monitor
+// checks at its own pace (it sleeps 20 µs between checks, up to 10 ms
+// while it finds nothing to take), so a direct, synchronous write of the
+// log (50-150 µs on the disks measured) mostly ran to its end holding one
+// of the GOMAXPROCS processors: in the bench's execution trace (three
 // nodes in one process, 2 cores) the log writes held over half of them.
 // Parked in the poller, the committer holds none.
 //
