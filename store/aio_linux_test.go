@@ -69,6 +69,7 @@ func TestAsyncWritesLandAtTheirOffsetsThroughThePoller(t *testing.T) {
 		}
 	}
 	require.NotZero(t, a.ctx, "the kernel refused the asynchronous writes")
+	require.Equal(t, uint32(rwfDsync), a.cb.rwFlags, "the writes do not ask for RWF_DSYNC")
 	got, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.Equal(t, want, got)
