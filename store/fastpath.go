@@ -1,5 +1,9 @@
 package store
 
+// maxKeptRecord is the largest WAL record buffer the committer keeps for
+// the next group (Store.record); a larger one is dropped after its write.
+const maxKeptRecord = 1 << 20
+
 // commitFast commits a group of data batches (and flush requests) with one
 // WAL record, synced once:
 //
@@ -48,7 +52,12 @@ func (s *Store) commitFast(group []*op) {
 	}
 	if len(accepted) > 0 {
 		seq := s.walSeq + 1
-		if err := s.wals[s.active].append(encodeGroup(walGroup{seq: seq, batches: accepted})); err != nil {
+		s.record = appendRecord(s.record[:0], walGroup{seq: seq, batches: accepted})
+		err := s.wals[s.active].append(s.record)
+		if cap(s.record) > maxKeptRecord {
+			s.record = nil // a rare large group's memory is not kept
+		}
+		if err != nil {
 			s.poison(err, "WAL write")
 			for _, o := range group {
 				o.finish(s.failure)

@@ -43,6 +43,9 @@ type Store struct {
 	// walSeq is the sequence of the last record appended to the WAL (or
 	// applied to the file, if later). Owned by the committer.
 	walSeq uint64
+	// record is the committer's buffer for the WAL record it writes,
+	// reused from one group to the next while under maxKeptRecord.
+	record []byte
 	// fastPath is false when data batches must go through bbolt
 	// transactions (Config.MaxSize is set).
 	fastPath bool

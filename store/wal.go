@@ -178,20 +178,12 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// frame returns payload framed as one log record.
-func frame(payload []byte) []byte {
-	buf := make([]byte, walHeader, walHeader+len(payload))
-	binary.BigEndian.PutUint32(buf, uint32(len(payload)))
-	binary.BigEndian.PutUint32(buf[4:], crc32.Checksum(payload, castagnoli))
-	return append(buf, payload...)
-}
-
-// append writes one frame of payload at the end of the log and syncs it
+// append writes rec, one framed record (appendRecord), at the end of the
+// log and syncs it
 // (unless noSync). When it returns nil the record is durable. On error the
 // log's tail is unknown: the caller must stop using the log (the store is
 // poisoned); a best-effort zero header marks the end again.
-func (w *wal) append(payload []byte) error {
-	rec := frame(payload)
+func (w *wal) append(rec []byte) error {
 	end := w.off + int64(len(rec))
 	if end > w.size {
 		if err := w.grow(end); err != nil {

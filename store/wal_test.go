@@ -444,7 +444,7 @@ func TestDirectWALHoldsEveryRecordAcrossBlocks(t *testing.T) {
 			for j := range value {
 				value[j] = byte(rng.Uint32())
 			}
-			require.NoError(t, w.append(encodeGroup(walGroup{seq: seq, batches: []walBatch{{partition: 1, epoch: 1, lsn: seq,
+			require.NoError(t, w.append(appendRecord(nil, walGroup{seq: seq, batches: []walBatch{{partition: 1, epoch: 1, lsn: seq,
 				writes: []KV{{Key: []byte("k"), Value: value}}}}})))
 			want = append(want, seq)
 			data, err := os.ReadFile(path)
@@ -479,15 +479,15 @@ func requireDirect(t *testing.T, w *wal, dir string) {
 
 // walRecord returns a framed WAL record of sequence seq.
 func walRecord(seq uint64) []byte {
-	return frame(encodeGroup(walGroup{seq: seq, batches: []walBatch{{partition: 1, epoch: 1, lsn: seq,
-		writes: []KV{{Key: []byte("k"), Value: []byte("v")}}}}}))
+	return appendRecord(nil, walGroup{seq: seq, batches: []walBatch{{partition: 1, epoch: 1, lsn: seq,
+		writes: []KV{{Key: []byte("k"), Value: []byte("v")}}}}})
 }
 
 // FuzzScanWAL feeds arbitrary bytes to the WAL scanner: it must never
 // panic, and what it returns must re-encode to frames it accepts again.
 func FuzzScanWAL(f *testing.F) {
-	f.Add(frame(encodeGroup(walGroup{seq: 1, batches: []walBatch{{partition: 2, epoch: 3, lsn: 4,
-		writes: []KV{{Key: []byte("k"), Value: []byte("v")}, {Key: []byte("d")}}, requestID: []byte("r"), record: make([]byte, 9)}}})))
+	f.Add(appendRecord(nil, walGroup{seq: 1, batches: []walBatch{{partition: 2, epoch: 3, lsn: 4,
+		writes: []KV{{Key: []byte("k"), Value: []byte("v")}, {Key: []byte("d")}}, requestID: []byte("r"), record: make([]byte, 9)}}}))
 	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 0, 7})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		groups, end, err := scanWAL(data, 0)
@@ -498,7 +498,7 @@ func FuzzScanWAL(f *testing.F) {
 		require.LessOrEqual(t, end, len(data))
 		var again []byte
 		for _, g := range groups {
-			again = append(again, frame(encodeGroup(g))...)
+			again = appendRecord(again, g)
 		}
 		regrouped, _, err := scanWAL(again, 0)
 		require.NoError(t, err)

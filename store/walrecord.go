@@ -1,7 +1,9 @@
 package store
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 
 	"github.com/singlewriter/singlewriter/epoch"
 	"github.com/singlewriter/singlewriter/internal/wire"
@@ -35,7 +37,20 @@ type walGroup struct {
 	batches []walBatch
 }
 
-// encodeGroup encodes g as a record payload:
+// appendRecord appends g's log record to dst, framed: the header (length
+// and checksum of the payload), then g's payload (encodeGroup).
+func appendRecord(dst []byte, g walGroup) []byte {
+	start := len(dst)
+	e := wire.NewEncoder(append(dst, make([]byte, walHeader)...))
+	encodeGroup(e, g)
+	rec := e.Out()
+	payload := rec[start+walHeader:]
+	binary.BigEndian.PutUint32(rec[start:], uint32(len(payload)))
+	binary.BigEndian.PutUint32(rec[start+4:], crc32.Checksum(payload, castagnoli))
+	return rec
+}
+
+// encodeGroup appends g's record payload to e:
 //
 //	version u8, seq, count, then per batch:
 //	    partition, epoch, lsn, writes count,
@@ -43,8 +58,7 @@ type walGroup struct {
 //	    request ID, [dedup record if the request ID is not empty]
 //
 // numbers as uvarints, byte strings length-prefixed.
-func encodeGroup(g walGroup) []byte {
-	var e wire.Encoder
+func encodeGroup(e *wire.Encoder, g walGroup) {
 	e.Uint8(walVersion)
 	e.Uvarint(g.seq)
 	e.Uvarint(uint64(len(g.batches)))
@@ -52,13 +66,12 @@ func encodeGroup(g walGroup) []byte {
 		e.Uvarint(uint64(b.partition))
 		e.Uvarint(uint64(b.epoch))
 		e.Uvarint(b.lsn)
-		EncodeWrites(&e, b.writes)
+		EncodeWrites(e, b.writes)
 		e.Bytes(b.requestID)
 		if len(b.requestID) > 0 {
 			e.Bytes(b.record)
 		}
 	}
-	return e.Out()
 }
 
 // decodeGroup is the inverse of encodeGroup. It returns an ErrCorrupt for

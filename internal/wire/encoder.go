@@ -12,6 +12,13 @@ type Encoder struct {
 	buf []byte
 }
 
+// NewEncoder returns an Encoder that appends to buf. A caller that encodes
+// often can pass its last body truncated to zero length (out[:0]) and so
+// reuse its memory.
+func NewEncoder(buf []byte) *Encoder {
+	return &Encoder{buf: buf}
+}
+
 // Uvarint appends v as an unsigned varint.
 func (e *Encoder) Uvarint(v uint64) {
 	e.buf = binary.AppendUvarint(e.buf, v)
