@@ -19,6 +19,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -42,6 +43,7 @@ type options struct {
 	workloads  string
 	clients    string
 	cpuProfile string
+	memProfile string
 }
 
 func main() {
@@ -56,6 +58,7 @@ func main() {
 	flag.StringVar(&o.workloads, "workloads", "", "comma-separated workloads to run, of uniform, zipf, hotkey, pause (default all; zipf,hotkey,pause with -quick)")
 	flag.StringVar(&o.clients, "clients", "", "comma-separated client counts (default 1,8,64,256; 1,64 with -quick)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE`")
+	flag.StringVar(&o.memProfile, "memprofile", "", "write a profile of the whole run's allocations to `FILE`")
 	flag.Parse()
 	os.Exit(run(o))
 }
@@ -74,6 +77,16 @@ func run(o options) int {
 		}
 		pprof.StartCPUProfile(f)
 		cl.push("cpu profile", func() error { pprof.StopCPUProfile(); return f.Close() })
+	}
+	if o.memProfile != "" {
+		f, err := os.Create(o.memProfile)
+		if err != nil {
+			return fail(err)
+		}
+		cl.push("allocation profile", func() error {
+			err := pprof.Lookup("allocs").WriteTo(f, 0)
+			return errors.Join(err, f.Close())
+		})
 	}
 	p, err := newPlan(o)
 	if err != nil {

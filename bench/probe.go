@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -23,18 +24,30 @@ type floor struct {
 	rtt time.Duration
 	// writes are the durable-write methods probed, cheapest first.
 	writes []durableWrite
+	// pair is the median time of two concurrent durable writes of the
+	// cheapest method, to two files on the same disk: what a majority of
+	// three replicas sharing this machine's disk waits for.
+	pair time.Duration
 }
 
 // durableWrite is the median time of one way to make a small write durable.
 type durableWrite struct {
 	how string
 	d   time.Duration
+	// probe times n writes this way, each made by writers goroutines at
+	// once to files of their own.
+	probe func(dir string, n, writers int) (time.Duration, error)
 }
 
 // durable is the cheapest durable write's time.
 func (f floor) durable() time.Duration { return f.writes[0].d }
 
 func (f floor) total() time.Duration { return f.rtt + f.durable() }
+
+// replicated is the floor of a durable write replicated to a majority of
+// three replicas that share this disk: a round trip to the owner, one from
+// the owner to a backup, and the owner's and the backup's writes at once.
+func (f floor) replicated() time.Duration { return 2*f.rtt + f.pair }
 
 func (f floor) String() string {
 	var others []string
@@ -45,33 +58,37 @@ func (f floor) String() string {
 	if len(others) > 0 {
 		also = "; " + strings.Join(others, ", ")
 	}
-	return fmt.Sprintf("loopback round trip %v + durable write %v (%s%s) = %v", f.rtt.Round(time.Microsecond), f.durable().Round(time.Microsecond), f.writes[0].how, also, f.total().Round(time.Microsecond))
+	return fmt.Sprintf("loopback round trip %v + durable write %v (%s%s) = %v\n"+
+		"Floor of a write replicated to 2 of 3 replicas on this one disk: 2 round trips + two concurrent durable writes %v = %v",
+		f.rtt.Round(time.Microsecond), f.durable().Round(time.Microsecond), f.writes[0].how, also, f.total().Round(time.Microsecond),
+		f.pair.Round(time.Microsecond), f.replicated().Round(time.Microsecond))
 }
 
 // probeFloor measures the median of n TCP ping-pongs of 64 bytes on
 // 127.0.0.1, and the median of n small durable writes in dir made each
 // way this machine offers (probeSync, probeDirect); the floor takes the
-// cheapest.
+// cheapest, which is then timed two at a time.
 func probeFloor(dir string, n int) (floor, error) {
 	rtt, err := probeRTT(n)
 	if err != nil {
 		return floor{}, fmt.Errorf("probe loopback: %w", err)
 	}
 	fl := floor{rtt: rtt}
-	for _, p := range []struct {
-		how   string
-		probe func(dir string, n int) (time.Duration, error)
-	}{{"write + fdatasync", probeSync}, {"O_DIRECT|O_DSYNC write", probeDirect}} {
-		d, err := p.probe(dir, n)
+	for _, p := range []durableWrite{{how: "write + fdatasync", probe: probeSync}, {how: "O_DIRECT|O_DSYNC write", probe: probeDirect}} {
+		var err error
+		p.d, err = p.probe(dir, n, 1)
 		if errors.Is(err, errUnsupported) {
 			continue
 		}
 		if err != nil {
 			return floor{}, fmt.Errorf("probe %s: %w", p.how, err)
 		}
-		fl.writes = append(fl.writes, durableWrite{how: p.how, d: d})
+		fl.writes = append(fl.writes, p)
 	}
 	slices.SortFunc(fl.writes, func(a, b durableWrite) int { return cmp.Compare(a.d, b.d) })
+	if fl.pair, err = fl.writes[0].probe(dir, n, 2); err != nil {
+		return floor{}, fmt.Errorf("probe two concurrent %ss: %w", fl.writes[0].how, err)
+	}
 	return fl, nil
 }
 
@@ -110,26 +127,46 @@ func probeRTT(n int) (time.Duration, error) {
 }
 
 // probeSync times n 256-byte writes into a preallocated file, each
-// followed by fdatasync: overwriting allocated blocks spares the journal a
-// size change, as the library's log does.
-func probeSync(dir string, n int) (time.Duration, error) {
-	f, err := preallocated(filepath.Join(dir, "sync-probe"), n*valueSize, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer os.Remove(f.Name())
-	defer f.Close()
+// followed by fdatasync, by each of writers goroutines to its own file:
+// overwriting allocated blocks spares the journal a size change, as the
+// library's log does.
+func probeSync(dir string, n, writers int) (time.Duration, error) {
 	buf := probeBytes(make([]byte, valueSize))
+	writes := make([]func(i int) error, writers)
+	for w := range writes {
+		f, err := preallocated(filepath.Join(dir, fmt.Sprintf("sync-probe-%d", w)), n*valueSize, 0)
+		if err != nil {
+			return 0, err
+		}
+		defer os.Remove(f.Name())
+		defer f.Close()
+		writes[w] = func(i int) error {
+			if _, err := f.WriteAt(buf, int64(i*valueSize)); err != nil {
+				return err
+			}
+			return fdatasync(f)
+		}
+	}
+	return timeWrites(n, writes)
+}
+
+// timeWrites returns the median time of n rounds, in round i every one of
+// writes making its write i, all at once.
+func timeWrites(n int, writes []func(i int) error) (time.Duration, error) {
 	samples := make([]time.Duration, n)
+	errs := make([]error, len(writes))
 	for i := range samples {
 		t := time.Now()
-		if _, err := f.WriteAt(buf, int64(i*valueSize)); err != nil {
-			return 0, err
+		var wg sync.WaitGroup
+		for w, write := range writes[1:] {
+			wg.Go(func() { errs[w+1] = write(i) })
 		}
-		if err := fdatasync(f); err != nil {
-			return 0, err
-		}
+		errs[0] = writes[0](i)
+		wg.Wait()
 		samples[i] = time.Since(t)
+		if err := errors.Join(errs...); err != nil {
+			return 0, err
+		}
 	}
 	return median(samples), nil
 }

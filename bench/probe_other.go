@@ -11,4 +11,4 @@ import (
 func fdatasync(f *os.File) error { return f.Sync() }
 
 // probeDirect returns errUnsupported: O_DIRECT is probed on Linux only.
-func probeDirect(string, int) (time.Duration, error) { return 0, errUnsupported }
+func probeDirect(string, int, int) (time.Duration, error) { return 0, errUnsupported }
