@@ -177,7 +177,7 @@ func (c *Client) connect(addr, node string) (*link, int, error) {
 	// The handshake blocks on the socket: closing it is how the timeout and
 	// Close interrupt it.
 	stop := context.AfterFunc(ctx, func() { _ = nc.Close() })
-	l := newLink(nc)
+	l := newLink(nc, c.cfg.WriteTimeout)
 	accept := func(h Hello) error {
 		if node != "" && h.Node != node {
 			return fmt.Errorf("it is node %q, not %q", h.Node, node)

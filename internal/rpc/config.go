@@ -16,6 +16,7 @@ const (
 	defaultMaxFrame         = 16 << 20
 	defaultDialTimeout      = time.Second
 	defaultHandshakeTimeout = 5 * time.Second
+	defaultWriteTimeout     = 10 * time.Second
 )
 
 // Handler answers one request. It runs in its own goroutine, so requests on
@@ -51,6 +52,9 @@ type ServerConfig struct {
 	// HandshakeTimeout bounds how long a new connection may take to send its
 	// Hello, so a silent peer does not hold a goroutine. Zero means 5s.
 	HandshakeTimeout time.Duration
+	// WriteTimeout bounds each write to a connection, as ClientConfig's.
+	// Zero means 10s.
+	WriteTimeout time.Duration
 	// Logger receives refused and dropped connections. Nil discards.
 	Logger *slog.Logger
 }
@@ -68,6 +72,9 @@ func (c *ServerConfig) validate() error {
 	}
 	if c.HandshakeTimeout == 0 {
 		c.HandshakeTimeout = defaultHandshakeTimeout
+	}
+	if err := validWriteTimeout("ServerConfig", &c.WriteTimeout); err != nil {
+		return err
 	}
 	var err error
 	c.MaxFrame, err = validMaxFrame("ServerConfig", c.MaxFrame)
@@ -87,6 +94,12 @@ type ClientConfig struct {
 	Accept func(Hello) error
 	// DialTimeout bounds the TCP dial plus the handshake. Zero means 1s.
 	DialTimeout time.Duration
+	// WriteTimeout bounds how long a write to a connection may make no
+	// progress (32 KiB at a time): a peer that stops reading, or a link
+	// that died without a word, holds the connection at most that long
+	// before it is dropped and the calls on it fail with ErrConnClosed
+	// (the next call dials again). Zero means 10s.
+	WriteTimeout time.Duration
 	// Dial opens the TCP connection to addr; ctx carries DialTimeout and is
 	// cancelled by Close. Nil means a net.Dialer. Tests set it to cut, delay
 	// and drop links.
@@ -108,10 +121,25 @@ func (c *ClientConfig) validate() error {
 	if c.DialTimeout == 0 {
 		c.DialTimeout = defaultDialTimeout
 	}
+	if err := validWriteTimeout("ClientConfig", &c.WriteTimeout); err != nil {
+		return err
+	}
 	var err error
 	c.MaxFrame, err = validMaxFrame("ClientConfig", c.MaxFrame)
 	c.Logger = orDiscard(c.Logger)
 	return err
+}
+
+// validWriteTimeout sets *d to the default if zero and rejects a negative
+// one.
+func validWriteTimeout(config string, d *time.Duration) error {
+	switch {
+	case *d < 0:
+		return fmt.Errorf("rpc: %s.WriteTimeout %v is negative", config, *d)
+	case *d == 0:
+		*d = defaultWriteTimeout
+	}
+	return nil
 }
 
 // validMaxFrame returns the default for zero and rejects sizes that cannot

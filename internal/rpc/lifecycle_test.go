@@ -118,5 +118,8 @@ func TestServeRejectsBadConfig(t *testing.T) {
 	require.ErrorContains(t, err, "Handler")
 	_, err = Serve(ServerConfig{Listener: ln, Handler: echo, MaxFrame: 3})
 	require.ErrorContains(t, err, "MaxFrame 3")
+	_, err = Serve(ServerConfig{Listener: ln, Handler: echo, WriteTimeout: -time.Second})
+	require.ErrorContains(t, err, "WriteTimeout -1s")
 	require.Panics(t, func() { NewClient(ClientConfig{DialTimeout: -time.Second}) })
+	require.Panics(t, func() { NewClient(ClientConfig{WriteTimeout: -time.Second}) })
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/singlewriter/singlewriter/internal/wire"
 )
@@ -38,14 +39,49 @@ type link struct {
 	cause error
 }
 
-func newLink(nc net.Conn) *link {
+// newLink returns the link of nc, each write to nc bounded by writeTimeout.
+func newLink(nc net.Conn, writeTimeout time.Duration) *link {
 	return &link{
 		nc:    nc,
 		br:    bufio.NewReaderSize(nc, bufferSize),
-		bw:    bufio.NewWriterSize(nc, bufferSize),
+		bw:    bufio.NewWriterSize(&deadlineWriter{nc: nc, timeout: writeTimeout, now: time.Now}, bufferSize),
 		queue: make(chan wire.Frame, queueSize),
 		done:  make(chan struct{}),
 	}
+}
+
+// deadlineWriter writes to a connection bufferSize bytes at a time, each
+// piece failing with os.ErrDeadlineExceeded if it cannot be written within
+// timeout: a peer that stops reading fills the socket's buffers and would
+// otherwise block the writer, and every sender behind it, for as long as
+// it stays connected. A large frame on a slow link only has to make
+// progress.
+//
+// Setting a deadline costs a timer update, more than a small write on a
+// busy link, so the deadline is moved on only once less than half of
+// timeout is left: a write is given between timeout/2 and timeout. Only
+// the deadlineWriter sets the socket's write deadline.
+type deadlineWriter struct {
+	nc      net.Conn
+	timeout time.Duration
+	now     func() time.Time
+	// deadline is the socket's write deadline.
+	deadline time.Time
+}
+
+func (w *deadlineWriter) Write(p []byte) (n int, err error) {
+	for n < len(p) && err == nil {
+		if now := w.now(); w.deadline.Sub(now) < w.timeout/2 {
+			w.deadline = now.Add(w.timeout)
+			if err = w.nc.SetWriteDeadline(w.deadline); err != nil {
+				break
+			}
+		}
+		var k int
+		k, err = w.nc.Write(p[n:min(len(p), n+bufferSize)])
+		n += k
+	}
+	return n, err
 }
 
 // fail records cause (the first call wins), stops the writer and closes the

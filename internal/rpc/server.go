@@ -119,7 +119,7 @@ func (s *Server) acceptLoop() {
 			continue
 		}
 		backoff = 0
-		l := newLink(nc)
+		l := newLink(nc, s.cfg.WriteTimeout)
 		if !s.track(l) {
 			_ = nc.Close()
 			return
@@ -201,14 +201,15 @@ func (s *Server) serveConn(l *link) {
 // handshake runs serverHandshake within HandshakeTimeout. It returns the
 // client's Hello and the largest frame both ends accept.
 func (s *Server) handshake(l *link) (Hello, int, error) {
-	if err := l.nc.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout)); err != nil {
+	// The reads only: the link's writer bounds the writes (deadlineWriter).
+	if err := l.nc.SetReadDeadline(time.Now().Add(s.cfg.HandshakeTimeout)); err != nil {
 		return Hello{}, 0, err
 	}
 	peer, maxFrame, err := serverHandshake(l, s.cfg.Hello, s.cfg.MaxFrame, s.cfg.Secret, s.cfg.Accept)
 	if err != nil {
 		return peer, 0, err
 	}
-	return peer, maxFrame, l.nc.SetDeadline(time.Time{})
+	return peer, maxFrame, l.nc.SetReadDeadline(time.Time{})
 }
 
 // readRequests reads requests and starts a handler goroutine for each, until

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/singlewriter/singlewriter/internal/wire"
 	"github.com/stretchr/testify/require"
@@ -26,7 +27,7 @@ func TestRequestThatWasSentIsNotReportedAsTooLargeToSend(t *testing.T) {
 			return
 		}
 		defer nc.Close()
-		l := newLink(nc)
+		l := newLink(nc, time.Minute)
 		if _, _, err := serverHandshake(l, Hello{Cluster: "test", Node: "server"}, 1<<20, nil, nil); err != nil {
 			return
 		}
