@@ -57,6 +57,11 @@ type asyncWriter struct {
 	doneFD uint32
 	// now times the waits; time.Now but in tests.
 	now func() time.Time
+	// ioSubmit and ioGetEvents make the system calls (kernelSubmit,
+	// kernelGetEvents); tests replace them to play the kernel's rare
+	// answers.
+	ioSubmit    func(ctx uintptr, cb *iocb) syscall.Errno
+	ioGetEvents func(ctx uintptr, ev *ioEvent, timeout *syscall.Timespec) (int, syscall.Errno)
 
 	// slowWaits counts the slow waits in a row. Writes are synchronous
 	// until syncUntil; syncFor is how long the next such time lasts.
@@ -75,6 +80,8 @@ type asyncWriter struct {
 	errno    syscall.Errno
 	submitFD func(fd uintptr)
 	signal   [8]byte
+	// noWait is the zero timeout of a reap that must not block.
+	noWait syscall.Timespec
 }
 
 const (
@@ -152,7 +159,10 @@ func directWriter(f *os.File) blockWriter {
 		_, _, _ = syscall.Syscall(syscall.SYS_IO_DESTROY, ctx, 0, 0)
 		return f
 	}
-	a := &asyncWriter{f: f, rc: rc, ctx: ctx, done: os.NewFile(efd, "eventfd"), doneFD: uint32(efd), now: time.Now, syncFor: minSyncFor}
+	a := &asyncWriter{
+		f: f, rc: rc, ctx: ctx, done: os.NewFile(efd, "eventfd"), doneFD: uint32(efd),
+		now: time.Now, ioSubmit: kernelSubmit, ioGetEvents: kernelGetEvents, syncFor: minSyncFor,
+	}
 	a.submitFD = a.submitOn
 	return a
 }
@@ -230,8 +240,22 @@ func (a *asyncWriter) submit(b []byte, off int64) error {
 // submitOn submits a.cb as a write to fd, recording io_submit's errno.
 func (a *asyncWriter) submitOn(fd uintptr) {
 	a.cb.fd = uint32(fd)
-	cbs := [1]*iocb{&a.cb}
-	_, _, a.errno = syscall.Syscall(syscall.SYS_IO_SUBMIT, a.ctx, 1, uintptr(unsafe.Pointer(&cbs[0])))
+	a.errno = a.ioSubmit(a.ctx, &a.cb)
+}
+
+// kernelSubmit submits cb in AIO context ctx (io_submit).
+func kernelSubmit(ctx uintptr, cb *iocb) syscall.Errno {
+	cbs := [1]*iocb{cb}
+	_, _, errno := syscall.Syscall(syscall.SYS_IO_SUBMIT, ctx, 1, uintptr(unsafe.Pointer(&cbs[0])))
+	return errno
+}
+
+// kernelGetEvents reaps at most one event of AIO context ctx into ev,
+// waiting up to timeout (nil: until one comes), and returns how many it
+// reaped (io_getevents).
+func kernelGetEvents(ctx uintptr, ev *ioEvent, timeout *syscall.Timespec) (int, syscall.Errno) {
+	got, _, errno := syscall.Syscall6(syscall.SYS_IO_GETEVENTS, ctx, 1, 1, uintptr(unsafe.Pointer(ev)), uintptr(unsafe.Pointer(timeout)), 0)
+	return int(got), errno
 }
 
 // wait waits for the submitted write and returns its result: the bytes
@@ -239,12 +263,12 @@ func (a *asyncWriter) submitOn(fd uintptr) {
 // (which it does for a valid context), wait releases the context, which
 // waits for the write, and fails.
 func (a *asyncWriter) wait() (int64, error) {
-	timeout := &syscall.Timespec{} // the completion is signalled: do not block
+	timeout := &a.noWait // the completion is signalled: do not block
 	if _, err := io.ReadFull(a.done, a.signal[:]); err != nil {
 		timeout = nil // block in the kernel: b is in use until the write ends
 	}
 	for {
-		got, _, errno := syscall.Syscall6(syscall.SYS_IO_GETEVENTS, a.ctx, 1, 1, uintptr(unsafe.Pointer(&a.ev)), uintptr(unsafe.Pointer(timeout)), 0)
+		got, errno := a.ioGetEvents(a.ctx, &a.ev, timeout)
 		switch {
 		case errno == syscall.EINTR:
 		case errno != 0:

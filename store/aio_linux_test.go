@@ -3,6 +3,7 @@
 package store
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -200,4 +201,69 @@ func TestSlowWaitsSwitchToTimesOfSynchronousWrites(t *testing.T) {
 	require.Equal(t, maxSyncFor, a.syncFor)
 	a.noteWait(slowWait-1, clock)
 	require.Equal(t, minSyncFor, a.syncFor, "a fast wait starts the times over")
+}
+
+// fakeCompletion plays the kernel for a's writes: each submission is
+// accepted (and not written) and signalled as complete, and its reaped
+// event is ev.
+func fakeCompletion(t *testing.T, a *asyncWriter, ev func() ioEvent) {
+	a.ioSubmit = func(uintptr, *iocb) syscall.Errno {
+		_, err := syscall.Write(int(a.doneFD), []byte{1, 0, 0, 0, 0, 0, 0, 0})
+		require.NoError(t, err)
+		return 0
+	}
+	a.ioGetEvents = func(_ uintptr, got *ioEvent, _ *syscall.Timespec) (int, syscall.Errno) {
+		*got = ev()
+		return 1, 0
+	}
+}
+
+// submitted is the obj of the event of a's submitted write.
+func submitted(a *asyncWriter) uint64 { return uint64(uintptr(unsafe.Pointer(&a.cb))) }
+
+// A full submission queue (EAGAIN) is written synchronously, but keeps
+// the AIO context: the next write goes through the poller again.
+func TestFullQueueIsWrittenSynchronouslyAndKeepsTheContext(t *testing.T) {
+	a, path := openAsync(t, 4*walBlock)
+	submissions := 0
+	a.ioSubmit = func(uintptr, *iocb) syscall.Errno {
+		submissions++
+		return syscall.EAGAIN
+	}
+	writeBlocks(t, a, 0, 1, 'q')
+	require.Equal(t, 1, submissions)
+	require.NotZero(t, a.ctx, "a full queue released the AIO context")
+
+	a.ioSubmit = func(ctx uintptr, cb *iocb) syscall.Errno {
+		submissions++
+		return kernelSubmit(ctx, cb)
+	}
+	writeBlocks(t, a, walBlock, 1, 'r')
+	require.Equal(t, 2, submissions, "the write after a full queue was not submitted")
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, []byte{'q', 'r'}, []byte{got[0], got[walBlock]})
+}
+
+// A write the kernel completes short is an error, not a success.
+func TestShortAsyncWriteFails(t *testing.T) {
+	a, _ := openAsync(t, 4*walBlock)
+	fakeCompletion(t, a, func() ioEvent { return ioEvent{obj: submitted(a), res: walBlock - 512} })
+	n, err := a.WriteAt(alignedBlocks(walBlock), 0)
+	require.ErrorIs(t, err, io.ErrShortWrite)
+	require.Equal(t, walBlock-512, n)
+}
+
+// An event that is not the submitted write's fails the write and leaves
+// the writer synchronous: whether the write landed is unknown.
+func TestEventOfAnotherRequestFailsTheWrite(t *testing.T) {
+	a, path := openAsync(t, 4*walBlock)
+	fakeCompletion(t, a, func() ioEvent { return ioEvent{obj: submitted(a) + 64, res: walBlock} })
+	_, err := a.WriteAt(alignedBlocks(walBlock), 0)
+	require.ErrorContains(t, err, "another request")
+	require.Zero(t, a.ctx)
+	writeBlocks(t, a, walBlock, 1, 's')
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, byte('s'), got[walBlock])
 }
