@@ -24,10 +24,12 @@ import (
 // one, so the test enters at the owner's execute.
 func TestInvalidWriteIsNotReadByTheKeysNextCall(t *testing.T) {
 	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
 	var hold atomic.Bool
 	c := newReplicatedCluster(t, 1, 1, func(n *Node) {
 		n.Handle("inc", func(ctx context.Context, req *Request) ([]byte, error) {
 			if hold.Load() {
+				entered <- struct{}{}
 				select {
 				case <-release:
 				case <-ctx.Done(): // the test failed and closes the node
@@ -47,14 +49,14 @@ func TestInvalidWriteIsNotReadByTheKeysNextCall(t *testing.T) {
 		hold.Store(true)
 		first := make(chan callResponse, 1)
 		go func() { first <- n.execute(ctx, callRequest{ID: newRequestID(time.Now()), Key: key, Method: "inc"}) }()
-		waitFor(t, 5*time.Second, func() error {
-			pe.mu.Lock()
-			defer pe.mu.Unlock()
-			if q, running := pe.queues[string(key)]; !running || len(q) != 0 {
-				return errors.New("first call not running yet")
-			}
-			return nil
-		})
+		// Its handler holds the key's worker: the second call queues behind
+		// it. (Watching the queue instead let the previous iteration's
+		// worker, still finishing, pass for the first call's.)
+		select {
+		case <-entered:
+		case <-ctx.Done():
+			t.Fatalf("iteration %d: the first call's handler did not run", i)
+		}
 		second := make(chan callResponse, 1)
 		go func() { second <- n.execute(ctx, callRequest{ID: newRequestID(time.Now()), Key: key, Method: "get"}) }()
 		waitFor(t, 5*time.Second, func() error {
