@@ -95,10 +95,11 @@ type ClientConfig struct {
 	// DialTimeout bounds the TCP dial plus the handshake. Zero means 1s.
 	DialTimeout time.Duration
 	// WriteTimeout bounds how long a write to a connection may make no
-	// progress (32 KiB at a time): a peer that stops reading, or a link
-	// that died without a word, holds the connection at most that long
-	// before it is dropped and the calls on it fail with ErrConnClosed
-	// (the next call dials again). Zero means 10s.
+	// progress: each piece of up to 32 KiB gets between half of it and
+	// all of it. A peer that stops reading (or a link that died without a
+	// word, once the socket's buffers are full) holds the connection at
+	// most that long before it is dropped and the calls on it fail with
+	// ErrConnClosed (the next call dials again). Zero means 10s.
 	WriteTimeout time.Duration
 	// Dial opens the TCP connection to addr; ctx carries DialTimeout and is
 	// cancelled by Close. Nil means a net.Dialer. Tests set it to cut, delay

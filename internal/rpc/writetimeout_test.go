@@ -34,7 +34,7 @@ func TestServerDropsAClientThatStopsReading(t *testing.T) {
 		Listener:     listen(t),
 		Handler:      func(context.Context, uint8, []byte) ([]byte, error) { return bigBody, nil },
 		Hello:        Hello{Cluster: "test", Node: "server"},
-		WriteTimeout: 50 * time.Millisecond,
+		WriteTimeout: 500 * time.Millisecond,
 		Logger:       ts.log.logger(),
 	})
 	require.NoError(t, err)
@@ -78,7 +78,7 @@ func TestCallFailsWhenTheServerStopsReading(t *testing.T) {
 	}()
 
 	c := newClient(t, ClientConfig{
-		WriteTimeout: 50 * time.Millisecond,
+		WriteTimeout: 500 * time.Millisecond,
 		Dial: func(ctx context.Context, addr string) (net.Conn, error) {
 			nc, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 			if err == nil {
@@ -98,11 +98,13 @@ func TestCallFailsWhenTheServerStopsReading(t *testing.T) {
 }
 
 // deadlineConn records the write deadlines set on it and the size of each
-// write.
+// write; each write takes perWrite of the test's clock.
 type deadlineConn struct {
 	net.Conn
 	deadlines []time.Time
 	writes    []int
+	now       *time.Time
+	perWrite  time.Duration
 }
 
 func (c *deadlineConn) SetWriteDeadline(t time.Time) error {
@@ -112,17 +114,18 @@ func (c *deadlineConn) SetWriteDeadline(t time.Time) error {
 
 func (c *deadlineConn) Write(p []byte) (int, error) {
 	c.writes = append(c.writes, len(p))
+	*c.now = c.now.Add(c.perWrite)
 	return len(p), nil
 }
 
 // TestWriteDeadlineMovesOnOnceHalfOfItIsUsed drives deadlineWriter's
 // clock: a write gets a new deadline only when less than half the timeout
 // is left (after an idle spell too, when the old one has passed), and a
-// large write is cut into pieces that each have the timeout.
+// large write is cut into pieces, each of which may move it on.
 func TestWriteDeadlineMovesOnOnceHalfOfItIsUsed(t *testing.T) {
 	start := time.Unix(1000, 0)
 	now := start
-	nc := &deadlineConn{}
+	nc := &deadlineConn{now: &now}
 	w := &deadlineWriter{nc: nc, timeout: 10 * time.Second, now: func() time.Time { return now }}
 	write := func(n int) {
 		t.Helper()
@@ -146,7 +149,14 @@ func TestWriteDeadlineMovesOnOnceHalfOfItIsUsed(t *testing.T) {
 	nc.writes = nil
 	write(2*bufferSize + 1)
 	require.Equal(t, []int{bufferSize, bufferSize, 1}, nc.writes, "a large write goes in pieces")
-	now = now.Add(6 * time.Second)
-	write(2 * bufferSize)
-	require.Equal(t, []time.Time{now.Add(10 * time.Second)}, nc.deadlines[3:], "each piece may move the deadline on")
+	require.Len(t, nc.deadlines, 3)
+
+	// A slow link: each piece takes 3 s. The first two start with 10 s
+	// and 7 s left, the third with 4 s: it gets a new deadline.
+	nc.perWrite = 3 * time.Second
+	now = now.Add(10 * time.Second)
+	write(3 * bufferSize)
+	third := now.Add(-nc.perWrite)
+	require.Equal(t, []time.Time{third.Add(-6 * time.Second).Add(10 * time.Second), third.Add(10 * time.Second)}, nc.deadlines[3:],
+		"a piece that starts with less than half the timeout left gets a new deadline")
 }
