@@ -75,7 +75,6 @@ func probeFloor(dir string, n int) (floor, error) {
 	}
 	fl := floor{rtt: rtt}
 	for _, p := range []durableWrite{{how: "write + fdatasync", probe: probeSync}, {how: "O_DIRECT|O_DSYNC write", probe: probeDirect}} {
-		var err error
 		p.d, err = p.probe(dir, n, 1)
 		if errors.Is(err, errUnsupported) {
 			continue

@@ -178,11 +178,19 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
+// sealFrame fills in the header of frame, whose payload follows walHeader
+// bytes: the payload's length and checksum.
+func sealFrame(frame []byte) {
+	payload := frame[walHeader:]
+	binary.BigEndian.PutUint32(frame, uint32(len(payload)))
+	binary.BigEndian.PutUint32(frame[4:], crc32.Checksum(payload, castagnoli))
+}
+
 // append writes rec, one framed record (appendRecord), at the end of the
-// log and syncs it
-// (unless noSync). When it returns nil the record is durable. On error the
-// log's tail is unknown: the caller must stop using the log (the store is
-// poisoned); a best-effort zero header marks the end again.
+// log and syncs it (unless noSync). When it returns nil the record is
+// durable. On error the log's tail is unknown: the caller must stop using
+// the log (the store is poisoned); a best-effort zero header marks the end
+// again.
 func (w *wal) append(rec []byte) error {
 	end := w.off + int64(len(rec))
 	if end > w.size {

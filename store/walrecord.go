@@ -1,9 +1,7 @@
 package store
 
 import (
-	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 
 	"github.com/singlewriter/singlewriter/epoch"
 	"github.com/singlewriter/singlewriter/internal/wire"
@@ -44,9 +42,7 @@ func appendRecord(dst []byte, g walGroup) []byte {
 	e := wire.NewEncoder(append(dst, make([]byte, walHeader)...))
 	encodeGroup(e, g)
 	rec := e.Out()
-	payload := rec[start+walHeader:]
-	binary.BigEndian.PutUint32(rec[start:], uint32(len(payload)))
-	binary.BigEndian.PutUint32(rec[start+4:], crc32.Checksum(payload, castagnoli))
+	sealFrame(rec[start:])
 	return rec
 }
 

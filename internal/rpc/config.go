@@ -67,13 +67,10 @@ func (c *ServerConfig) validate() error {
 	if c.Handler == nil {
 		return errors.New("rpc: ServerConfig.Handler is nil")
 	}
-	if c.HandshakeTimeout < 0 {
-		return fmt.Errorf("rpc: ServerConfig.HandshakeTimeout %v is negative", c.HandshakeTimeout)
+	if err := validTimeout("ServerConfig.HandshakeTimeout", &c.HandshakeTimeout, defaultHandshakeTimeout); err != nil {
+		return err
 	}
-	if c.HandshakeTimeout == 0 {
-		c.HandshakeTimeout = defaultHandshakeTimeout
-	}
-	if err := validWriteTimeout("ServerConfig", &c.WriteTimeout); err != nil {
+	if err := validTimeout("ServerConfig.WriteTimeout", &c.WriteTimeout, defaultWriteTimeout); err != nil {
 		return err
 	}
 	var err error
@@ -116,13 +113,10 @@ type ClientConfig struct {
 
 // validate fills in defaults and rejects bad values.
 func (c *ClientConfig) validate() error {
-	if c.DialTimeout < 0 {
-		return fmt.Errorf("rpc: ClientConfig.DialTimeout %v is negative", c.DialTimeout)
+	if err := validTimeout("ClientConfig.DialTimeout", &c.DialTimeout, defaultDialTimeout); err != nil {
+		return err
 	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = defaultDialTimeout
-	}
-	if err := validWriteTimeout("ClientConfig", &c.WriteTimeout); err != nil {
+	if err := validTimeout("ClientConfig.WriteTimeout", &c.WriteTimeout, defaultWriteTimeout); err != nil {
 		return err
 	}
 	var err error
@@ -131,14 +125,14 @@ func (c *ClientConfig) validate() error {
 	return err
 }
 
-// validWriteTimeout sets *d to the default if zero and rejects a negative
-// one.
-func validWriteTimeout(config string, d *time.Duration) error {
+// validTimeout sets *d, the setting named field, to def if zero and
+// rejects a negative one.
+func validTimeout(field string, d *time.Duration, def time.Duration) error {
 	switch {
 	case *d < 0:
-		return fmt.Errorf("rpc: %s.WriteTimeout %v is negative", config, *d)
+		return fmt.Errorf("rpc: %s %v is negative", field, *d)
 	case *d == 0:
-		*d = defaultWriteTimeout
+		*d = def
 	}
 	return nil
 }
