@@ -69,10 +69,12 @@ type partition struct {
 	yield func()
 
 	// On a replica: queued is the position of the last batch queued in the
-	// store here (valid if queuedKnown); turns[n] is closed when the batch
-	// with LSN n is queued, waking the ones that follow it.
+	// store here (valid if queuedKnown), and lastQueued that batch's commit
+	// (nil when queued was read from the store); turns[n] is closed when
+	// the batch with LSN n is queued, waking the ones that follow it.
 	queued      store.Position
 	queuedKnown bool
+	lastQueued  *store.Pending
 	turns       map[uint64]*turn
 }
 

@@ -205,8 +205,10 @@ func (o *Owner) commitMarker(p int, c store.Claim) (store.Position, error) {
 // here, and returns when they are durable, with one outcome per batch. It
 // refuses a batch below its promise (the fence) and one that does not
 // follow its position (store.ErrPosition): a replica that missed a batch
-// refuses the rest until a new claim syncs it. The batches are committed
-// together: one durable commit for the whole message.
+// refuses the rest until a new claim syncs it. A batch it queued already
+// (a message sent again) is confirmed, not applied twice (applyInTurn).
+// The batches are committed together: one durable commit for the whole
+// message.
 func (o *Owner) HandleReplicate(ctx context.Context, req Replicate) []error {
 	errs := make([]error, len(req.Batches))
 	pending := make([]*store.Pending, len(req.Batches))
@@ -237,9 +239,8 @@ func (o *Owner) submitReplicated(ctx context.Context, b *store.Batch) (*store.Pe
 	if b.Prev == nil {
 		return nil, fmt.Errorf("owner: replicated batch of partition %d names no previous position", b.Partition)
 	}
-	pending, err := o.parts[b.Partition].applyInTurn(ctx, b, func() (store.Position, error) {
-		m, err := o.store.Meta(b.Partition)
-		return m.Position, err
+	pending, err := o.parts[b.Partition].applyInTurn(ctx, b, func() (store.Meta, error) {
+		return o.store.Meta(b.Partition)
 	}, o.store.Submit)
 	if errors.Is(err, store.ErrPosition) {
 		// Out of order because a newer claim moved this replica on? Then
@@ -254,27 +255,43 @@ func (o *Owner) submitReplicated(ctx context.Context, b *store.Batch) (*store.Pe
 }
 
 // applyInTurn submits b once the last batch queued here is b.Prev, waiting
-// for its predecessors while ctx lasts. position reads the store's
-// position, for when the partition's queue position is unknown or in
-// doubt.
-func (pt *partition) applyInTurn(ctx context.Context, b *store.Batch, position func() (store.Position, error), submit func(*store.Batch) *store.Pending) (*store.Pending, error) {
+// for its predecessors while ctx lasts. meta reads the store's meta, for
+// when the partition's queue position is unknown or in doubt.
+//
+// A batch queued here already (its owner sent the message again after a
+// failure that lost the answer) is not submitted twice: it is confirmed
+// with the newest batch queued here, whose commit implies its own (commits
+// apply in order), or at once if that position was read from the store.
+// Only one owner writes at an epoch, so the batch at b's position and epoch
+// is b.
+func (pt *partition) applyInTurn(ctx context.Context, b *store.Batch, meta func() (store.Meta, error), submit func(*store.Batch) *store.Pending) (*store.Pending, error) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	reread := false
 	for {
 		if !pt.queuedKnown {
-			pos, err := position()
+			m, err := meta()
 			if err != nil {
 				return nil, err
 			}
-			pt.queued, pt.queuedKnown = pos, true
+			pt.queued, pt.queuedKnown, pt.lastQueued = m.Position, true, nil
 		}
 		switch {
 		case pt.queued == *b.Prev:
 			pt.queued = store.Position{Epoch: b.Epoch, LSN: b.Prev.LSN + 1}
 			pending := submit(b)
+			pt.lastQueued = pending
 			pt.wakeTurn(pt.queued.LSN) // only the batches that follow
 			return pending, nil
+		case pt.queued.Epoch == b.Epoch && b.Prev.Epoch <= b.Epoch && b.Prev.LSN < pt.queued.LSN:
+			m, err := meta()
+			if err != nil {
+				return nil, err
+			}
+			if stale := epoch.CheckWrite(m.Promised, b.Epoch); stale != nil {
+				return nil, stale
+			}
+			return pt.lastQueued, nil
 		case b.Prev.LSN > pt.queued.LSN: // its predecessors are on their way
 			t, ok := pt.turns[b.Prev.LSN]
 			if !ok {

@@ -109,6 +109,27 @@ func TestReplicaAppliesBatchesInTheOwnersOrderWhateverTheirArrival(t *testing.T)
 	require.Equal(t, "second", string(v))
 }
 
+// An owner sends a message again when the answer to it was lost: the
+// replica confirms the batches it holds already without applying them
+// twice, unless it promised a newer epoch since.
+func TestReplicaConfirmsABatchItHoldsAlready(t *testing.T) {
+	ctx := context.Background()
+	r, s := replicaOf(t)
+	first := write(1, store.Position{}, "k", "v1")
+	require.NoError(t, apply(ctx, r, first))
+	require.NoError(t, apply(ctx, r, write(1, store.Position{Epoch: 1, LSN: 1}, "k", "v2")))
+	require.NoError(t, apply(ctx, r, first), "sent again")
+	m, err := s.Meta(1)
+	require.NoError(t, err)
+	require.Equal(t, store.Position{Epoch: 1, LSN: 2}, m.Position)
+	v, _, _ := s.Get(1, []byte("k"))
+	require.Equal(t, "v2", string(v), "the batch sent again was not applied again")
+
+	_, err = s.Promise(ctx, 1, 2)
+	require.NoError(t, err)
+	require.ErrorIs(t, apply(ctx, r, first), epoch.ErrStale, "a replica that promised a newer epoch confirms nothing of an older one")
+}
+
 func TestReplicaThatLostItsDataTakesNoPartInAcquisitions(t *testing.T) {
 	ctx := context.Background()
 	r, s := replicaOf(t) // an empty data directory under the name "r"
@@ -366,7 +387,7 @@ func TestOwnerDoesNotAcknowledgeABatchItsOwnStoreFailed(t *testing.T) {
 // the turn away. Found in review.
 func TestBatchSentAgainGoesOnWhenTheFirstCopyGaveUpWaiting(t *testing.T) {
 	pt := &partition{queued: store.Position{Epoch: 1, LSN: 1}, queuedKnown: true}
-	position := func() (store.Position, error) { return pt.queued, nil }
+	meta := func() (store.Meta, error) { return store.Meta{Position: pt.queued}, nil }
 	submitted := make(chan *store.Batch, 3)
 	submit := func(b *store.Batch) *store.Pending { submitted <- b; return nil }
 	first, second := write(1, store.Position{Epoch: 1, LSN: 2}, "k", "v3"), write(1, store.Position{Epoch: 1, LSN: 2}, "k", "v3")
@@ -374,14 +395,14 @@ func TestBatchSentAgainGoesOnWhenTheFirstCopyGaveUpWaiting(t *testing.T) {
 	firstCtx, giveUp := context.WithCancel(context.Background())
 	firstDone := make(chan error, 1)
 	go func() {
-		_, err := pt.applyInTurn(firstCtx, &first, position, submit)
+		_, err := pt.applyInTurn(firstCtx, &first, meta, submit)
 		firstDone <- err
 	}()
 	secondCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a hang guard
 	defer cancel()
 	secondDone := make(chan error, 1)
 	go func() {
-		_, err := pt.applyInTurn(secondCtx, &second, position, submit)
+		_, err := pt.applyInTurn(secondCtx, &second, meta, submit)
 		secondDone <- err
 	}()
 	require.Eventually(t, func() bool {
@@ -394,7 +415,7 @@ func TestBatchSentAgainGoesOnWhenTheFirstCopyGaveUpWaiting(t *testing.T) {
 	giveUp()
 	require.ErrorIs(t, <-firstDone, store.ErrPosition)
 	predecessor := write(1, store.Position{Epoch: 1, LSN: 1}, "k", "v2")
-	_, err := pt.applyInTurn(context.Background(), &predecessor, position, submit)
+	_, err := pt.applyInTurn(context.Background(), &predecessor, meta, submit)
 	require.NoError(t, err)
 	require.NoError(t, <-secondDone, "the copy sent again was not woken by its predecessor")
 	require.Len(t, submitted, 2)

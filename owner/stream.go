@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/singlewriter/singlewriter/store"
 )
@@ -12,6 +13,19 @@ import (
 // (see batchBytes), so that it fits a transport frame like a fetched page
 // does; a single larger batch still goes, alone.
 const replicateMessageBytes = FetchPageBytes
+
+// replicateAttempts is how many times a Replicate message is sent when
+// sending fails before its deadline (a dropped connection, an answer
+// lost): once is enough to leave the replica lagging until a resync, since
+// every later batch follows the lost ones. A replica confirms a batch it
+// holds already, so a message sent again is harmless. A message that times
+// out is not sent again: the replica is down or too slow, and the stream
+// would hold every later batch for another RequestTimeout.
+const replicateAttempts = 3
+
+// replicateRetryDelay is the wait before a message's second attempt,
+// doubled before each later one.
+const replicateRetryDelay = 20 * time.Millisecond
 
 // stream carries an owner's batches to one replica. While one Replicate
 // message is in flight, the batches submitted meanwhile queue, and the next
@@ -72,9 +86,7 @@ func (o *Owner) send(s *stream) {
 		for i, q := range next {
 			req.Batches[i] = *q.b
 		}
-		ctx, cancel := context.WithTimeout(o.ctx, o.cfg.RequestTimeout)
-		errs, err := o.cfg.Transport.Replicate(ctx, s.to, req)
-		cancel()
+		errs, err := o.sendReplicate(s.to, req)
 		if err == nil && len(errs) != len(next) {
 			err = fmt.Errorf("owner: replica %s answered %d outcomes for %d batches", s.to, len(errs), len(next))
 		}
@@ -85,6 +97,29 @@ func (o *Owner) send(s *stream) {
 				q.result <- errs[i]
 			}
 		}
+	}
+}
+
+// sendReplicate sends req to replica to, again after a failure before
+// the deadline while replicateAttempts last (see there).
+func (o *Owner) sendReplicate(to string, req Replicate) ([]error, error) {
+	delay := replicateRetryDelay
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(o.ctx, o.cfg.RequestTimeout)
+		errs, err := o.cfg.Transport.Replicate(ctx, to, req)
+		ended := ctx.Err() != nil // the deadline, or Close
+		cancel()
+		if err == nil || ended || attempt == replicateAttempts {
+			return errs, err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-o.ctx.Done():
+			t.Stop()
+			return nil, err
+		}
+		delay *= 2
 	}
 }
 

@@ -2,7 +2,11 @@ package owner
 
 import (
 	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/singlewriter/singlewriter/epoch"
 	"github.com/singlewriter/singlewriter/store"
@@ -80,4 +84,98 @@ func TestStreamSendsTheBatchesQueuedDuringAMessageTogetherAndInOrder(t *testing.
 		}
 	}
 	require.Equal(t, 2, stale)
+}
+
+// lossyTransport delivers Replicate messages to replica r, but its first
+// lose attempts fail as a dropped connection would: after r applied the
+// message (the answer is lost) or before it arrived. calls counts the
+// attempts.
+type lossyTransport struct {
+	Transport
+	r           *Owner
+	afterApply  bool
+	mu          sync.Mutex
+	lose, calls int
+}
+
+func (l *lossyTransport) Replicate(ctx context.Context, _ string, req Replicate) ([]error, error) {
+	l.mu.Lock()
+	l.calls++
+	lost := l.lose > 0
+	l.lose--
+	l.mu.Unlock()
+	if !lost {
+		return l.r.HandleReplicate(ctx, req), nil
+	}
+	if l.afterApply {
+		l.r.HandleReplicate(ctx, req)
+	}
+	return nil, errors.New("connection closed")
+}
+
+func TestStreamSendsAMessageAgainWhenSendingItFailed(t *testing.T) {
+	for _, afterApply := range []bool{false, true} {
+		r, rs := replicaOf(t)
+		s, err := store.Open(store.Config{Dir: t.TempDir(), NoSync: true})
+		require.NoError(t, err)
+		tr := &lossyTransport{r: r, afterApply: afterApply, lose: 1}
+		o, err := New(Config{Self: "a", Partitions: 4, Store: s, Transport: tr})
+		require.NoError(t, err)
+
+		results := make(chan error, 2)
+		first := write(1, store.Position{}, "k", "v1")
+		o.push(o.stream("r"), &first, results)
+		require.NoError(t, <-results, "lost after it was applied: %v", afterApply)
+		second := write(1, store.Position{Epoch: 1, LSN: 1}, "k", "v2")
+		o.push(o.stream("r"), &second, results)
+		require.NoError(t, <-results)
+
+		tr.mu.Lock()
+		require.Equal(t, 3, tr.calls, "the first message twice, the second once")
+		tr.mu.Unlock()
+		m, err := rs.Meta(1)
+		require.NoError(t, err)
+		require.Equal(t, store.Position{Epoch: 1, LSN: 2}, m.Position, "each batch applied once")
+		v, _, _ := rs.Get(1, []byte("k"))
+		require.Equal(t, "v2", string(v))
+		o.Close()
+		s.Close()
+	}
+}
+
+// blockingTransport answers no Replicate message before its deadline.
+type blockingTransport struct {
+	Transport
+	calls atomic.Int32
+}
+
+func (b *blockingTransport) Replicate(ctx context.Context, _ string, _ Replicate) ([]error, error) {
+	b.calls.Add(1)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func TestStreamGivesUpOnAReplicaThatTimesOutOrKeepsFailing(t *testing.T) {
+	s, err := store.Open(store.Config{Dir: t.TempDir(), NoSync: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	slow := &blockingTransport{}
+	o, err := New(Config{Self: "a", Partitions: 4, Store: s, Transport: slow, RequestTimeout: 50 * time.Millisecond})
+	require.NoError(t, err)
+	results := make(chan error, 1)
+	b := write(1, store.Position{}, "k", "v")
+	o.push(o.stream("r"), &b, results)
+	require.ErrorIs(t, <-results, context.DeadlineExceeded)
+	require.Equal(t, int32(1), slow.calls.Load(), "a message that timed out is not sent again")
+	o.Close()
+
+	down := &lossyTransport{lose: 1 << 30} // every attempt fails at once
+	o, err = New(Config{Self: "a", Partitions: 4, Store: s, Transport: down})
+	require.NoError(t, err)
+	defer o.Close()
+	o.push(o.stream("r"), &b, results)
+	require.Error(t, <-results)
+	down.mu.Lock()
+	defer down.mu.Unlock()
+	require.Equal(t, replicateAttempts, down.calls)
 }
