@@ -70,11 +70,12 @@ type partition struct {
 
 	// On a replica: queued is the position of the last batch queued in the
 	// store here (valid if queuedKnown), and lastQueued that batch's commit
-	// (nil when queued was read from the store); turns[n] is closed when
-	// the batch with LSN n is queued, waking the ones that follow it.
+	// until it is known to have succeeded (nil then, and when queued was
+	// read from the store: queued is durable); turns[n] is closed when the
+	// batch with LSN n is queued, waking the ones that follow it.
 	queued      store.Position
 	queuedKnown bool
-	lastQueued  *store.Pending
+	lastQueued  queuedCommit
 	turns       map[uint64]*turn
 }
 
@@ -137,6 +138,17 @@ func (pt *partition) dueResync(now time.Time) bool {
 		return false
 	}
 	return pt.stalled || served >= resyncInterval<<min(pt.resyncs, maxResyncDoublings)
+}
+
+// queuedCommitted records that commit p succeeded: if it is the newest
+// queued here, every batch queued here is durable, and lastQueued no longer
+// keeps p (and its batch) alive.
+func (pt *partition) queuedCommitted(p queuedCommit) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if pt.lastQueued == p {
+		pt.lastQueued = nil
+	}
 }
 
 // forgetQueued makes the next replicated batch re-read the store's

@@ -211,7 +211,7 @@ func (o *Owner) commitMarker(p int, c store.Claim) (store.Position, error) {
 // message.
 func (o *Owner) HandleReplicate(ctx context.Context, req Replicate) []error {
 	errs := make([]error, len(req.Batches))
-	pending := make([]*store.Pending, len(req.Batches))
+	pending := make([]queuedCommit, len(req.Batches))
 	// A batch that arrived before its predecessor waits for it, at most
 	// replicaTurnWait for the whole message.
 	turnCtx, cancel := context.WithTimeout(ctx, replicaTurnWait)
@@ -223,16 +223,20 @@ func (o *Owner) HandleReplicate(ctx context.Context, req Replicate) []error {
 		if p == nil {
 			continue
 		}
-		if err := p.Wait(context.Background()); err != nil {
-			o.parts[req.Batches[i].Partition].forgetQueued() // the store did not move: re-read it
+		pt := o.parts[req.Batches[i].Partition]
+		<-p.Done()
+		if err := p.Err(); err != nil {
+			pt.forgetQueued() // the store did not move: re-read it
 			errs[i] = err
+		} else {
+			pt.queuedCommitted(p)
 		}
 	}
 	return errs
 }
 
 // submitReplicated submits one replicated batch in its turn (applyInTurn).
-func (o *Owner) submitReplicated(ctx context.Context, b *store.Batch) (*store.Pending, error) {
+func (o *Owner) submitReplicated(ctx context.Context, b *store.Batch) (queuedCommit, error) {
 	if err := o.checkPartition(b.Partition); err != nil {
 		return nil, err
 	}
@@ -241,7 +245,7 @@ func (o *Owner) submitReplicated(ctx context.Context, b *store.Batch) (*store.Pe
 	}
 	pending, err := o.parts[b.Partition].applyInTurn(ctx, b, func() (store.Meta, error) {
 		return o.store.Meta(b.Partition)
-	}, o.store.Submit)
+	}, func(b *store.Batch) queuedCommit { return o.store.Submit(b) })
 	if errors.Is(err, store.ErrPosition) {
 		// Out of order because a newer claim moved this replica on? Then
 		// the owner must learn it was replaced, not that it lost a batch.
@@ -254,22 +258,42 @@ func (o *Owner) submitReplicated(ctx context.Context, b *store.Batch) (*store.Pe
 	return pending, err
 }
 
+// queuedCommit is what a replica waits on for a batch it queued: a
+// *store.Pending (tests play their own).
+type queuedCommit interface {
+	// Done is closed once the commit is decided.
+	Done() <-chan struct{}
+	// Err is the commit's outcome once Done is closed: nil if durable.
+	Err() error
+}
+
 // applyInTurn submits b once the last batch queued here is b.Prev, waiting
 // for its predecessors while ctx lasts. meta reads the store's meta, for
-// when the partition's queue position is unknown or in doubt.
+// when the partition's queue position is unknown or in doubt; it is read
+// only once no batch queued here is being committed (the store's position
+// is behind such a batch, and the batches after it would wait for turns
+// that have passed).
 //
 // A batch queued here already (its owner sent the message again after a
-// failure that lost the answer) is not submitted twice: it is confirmed
-// with the newest batch queued here, whose commit implies its own (commits
-// apply in order), or at once if that position was read from the store.
-// Only one owner writes at an epoch, so the batch at b's position and epoch
-// is b.
-func (pt *partition) applyInTurn(ctx context.Context, b *store.Batch, meta func() (store.Meta, error), submit func(*store.Batch) *store.Pending) (*store.Pending, error) {
+// failure that lost the answer) is not submitted twice (queuedAlready).
+func (pt *partition) applyInTurn(ctx context.Context, b *store.Batch, meta func() (store.Meta, error), submit func(*store.Batch) queuedCommit) (queuedCommit, error) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	reread := false
 	for {
 		if !pt.queuedKnown {
+			if p := pt.lastQueued; pending(p) {
+				pt.mu.Unlock()
+				select {
+				case <-p.Done():
+				case <-ctx.Done():
+				}
+				pt.mu.Lock()
+				if err := ctx.Err(); err != nil {
+					return nil, fmt.Errorf("%w: partition %d: the commit of the batch at %v did not end: %w", store.ErrPosition, b.Partition, pt.queued, err)
+				}
+				continue
+			}
 			m, err := meta()
 			if err != nil {
 				return nil, err
@@ -284,14 +308,14 @@ func (pt *partition) applyInTurn(ctx context.Context, b *store.Batch, meta func(
 			pt.wakeTurn(pt.queued.LSN) // only the batches that follow
 			return pending, nil
 		case pt.queued.Epoch == b.Epoch && b.Prev.Epoch <= b.Epoch && b.Prev.LSN < pt.queued.LSN:
-			m, err := meta()
-			if err != nil {
-				return nil, err
+			pending, held, err := pt.queuedAlready(b, meta)
+			switch {
+			case held || err != nil:
+				return pending, err
+			case reread:
+				return nil, notFollowing(b, pt.queued)
 			}
-			if stale := epoch.CheckWrite(m.Promised, b.Epoch); stale != nil {
-				return nil, stale
-			}
-			return pt.lastQueued, nil
+			pt.queuedKnown, reread = false, true // the store moved (a Drop): re-read it
 		case b.Prev.LSN > pt.queued.LSN: // its predecessors are on their way
 			t, ok := pt.turns[b.Prev.LSN]
 			if !ok {
@@ -318,7 +342,49 @@ func (pt *partition) applyInTurn(ctx context.Context, b *store.Batch, meta func(
 		case !reread: // an install, a drop or a refused batch may have moved the store
 			pt.queuedKnown, reread = false, true
 		default:
-			return nil, fmt.Errorf("%w: partition %d is at %v, the batch follows %v", store.ErrPosition, b.Partition, pt.queued, *b.Prev)
+			return nil, notFollowing(b, pt.queued)
 		}
+	}
+}
+
+// notFollowing is the refusal of batch b, which does not follow queued.
+func notFollowing(b *store.Batch, queued store.Position) error {
+	return fmt.Errorf("%w: partition %d is at %v, the batch follows %v", store.ErrPosition, b.Partition, queued, *b.Prev)
+}
+
+// queuedAlready reports whether b, found at or before the position queued
+// here in its epoch, is held here: durably (no Pending to wait for), or
+// queued with lastQueued, whose commit implies b's (commits apply in
+// order). Only one owner writes at an epoch, so the batch at b's epoch and
+// position is b. It refuses b as stale if this replica promised a newer
+// epoch since. b is not held if the store moved under the queued position
+// (a Drop before forgetQueued).
+func (pt *partition) queuedAlready(b *store.Batch, meta func() (store.Meta, error)) (p queuedCommit, held bool, err error) {
+	m, err := meta()
+	if err != nil {
+		return nil, false, err
+	}
+	if stale := epoch.CheckWrite(m.Promised, b.Epoch); stale != nil {
+		return nil, false, stale
+	}
+	if m.Position.Epoch == b.Epoch && m.Position.LSN > b.Prev.LSN {
+		return nil, true, nil
+	}
+	if pending(pt.lastQueued) {
+		return pt.lastQueued, true, nil
+	}
+	return nil, false, nil
+}
+
+// pending reports whether p is a commit not decided yet.
+func pending(p queuedCommit) bool {
+	if p == nil {
+		return false
+	}
+	select {
+	case <-p.Done():
+		return false
+	default:
+		return true
 	}
 }

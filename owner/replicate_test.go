@@ -3,6 +3,8 @@ package owner
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,6 +120,11 @@ func TestReplicaConfirmsABatchItHoldsAlready(t *testing.T) {
 	first := write(1, store.Position{}, "k", "v1")
 	require.NoError(t, apply(ctx, r, first))
 	require.NoError(t, apply(ctx, r, write(1, store.Position{Epoch: 1, LSN: 1}, "k", "v2")))
+	pt := r.parts[1]
+	pt.mu.Lock()
+	kept := pt.lastQueued
+	pt.mu.Unlock()
+	require.Nil(t, kept, "a batch known to be durable is not kept")
 	require.NoError(t, apply(ctx, r, first), "sent again")
 	m, err := s.Meta(1)
 	require.NoError(t, err)
@@ -128,6 +135,156 @@ func TestReplicaConfirmsABatchItHoldsAlready(t *testing.T) {
 	_, err = s.Promise(ctx, 1, 2)
 	require.NoError(t, err)
 	require.ErrorIs(t, apply(ctx, r, first), epoch.ErrStale, "a replica that promised a newer epoch confirms nothing of an older one")
+}
+
+// A replica that learned a claim without it drops its copy, and forgets
+// its queued position only after: a batch sent again meanwhile must not be
+// confirmed from that position.
+func TestReplicaDoesNotConfirmABatchItNoLongerHolds(t *testing.T) {
+	ctx := context.Background()
+	r, s := replicaOf(t)
+	require.NoError(t, apply(ctx, r, write(1, store.Position{}, "k", "v1")))
+	second := write(1, store.Position{Epoch: 1, LSN: 1}, "k", "v2")
+	require.NoError(t, apply(ctx, r, second))
+	require.NoError(t, s.Drop(ctx, 1, 2)) // learn's Drop, before its forgetQueued
+	m, err := s.Meta(1)
+	require.NoError(t, err)
+	require.Equal(t, epoch.Epoch(1), m.Promised, "the Drop raised no promise")
+	require.ErrorIs(t, apply(ctx, r, second), store.ErrPosition)
+}
+
+// fakeCommit is a queuedCommit the test decides.
+type fakeCommit struct {
+	done chan struct{}
+	err  error
+	// looks counts the calls of Done: a goroutine that waits for the
+	// commit has looked at it.
+	looks atomic.Int32
+}
+
+func (f *fakeCommit) Done() <-chan struct{} { f.looks.Add(1); return f.done }
+func (f *fakeCommit) Err() error            { return f.err }
+
+// fakeStore plays a replica's store for partition.applyInTurn: each
+// submitted batch gets a fakeCommit, and the store's position moves only
+// when the test decides a commit.
+type fakeStore struct {
+	mu      sync.Mutex
+	meta    store.Meta
+	commits []*fakeCommit
+}
+
+func (f *fakeStore) readMeta() (store.Meta, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.meta, nil
+}
+
+func (f *fakeStore) submit(*store.Batch) queuedCommit {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := &fakeCommit{done: make(chan struct{})}
+	f.commits = append(f.commits, c)
+	return c
+}
+
+// decide ends the i-th submitted commit with err; a durable one moves the
+// store to at.
+func (f *fakeStore) decide(i int, at store.Position, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil {
+		f.meta.Position = at
+	}
+	f.commits[i].err = err
+	close(f.commits[i].done)
+}
+
+func (f *fakeStore) submitted() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.commits)
+}
+
+// A batch sent again while its first copy's commit is still pending waits
+// for that commit, and is not submitted a second time; once that commit
+// failed, the copy sent again is submitted.
+func TestBatchSentAgainWaitsForTheFirstCopysCommit(t *testing.T) {
+	ctx := context.Background()
+	at1, at2 := store.Position{Epoch: 1, LSN: 1}, store.Position{Epoch: 1, LSN: 2}
+	fs := &fakeStore{meta: store.Meta{Position: at1, Promised: 1}}
+	pt := &partition{}
+	b := write(1, at1, "k", "v2")
+	p, err := pt.applyInTurn(ctx, &b, fs.readMeta, fs.submit)
+	require.NoError(t, err)
+	again := write(1, at1, "k", "v2")
+	p2, err := pt.applyInTurn(ctx, &again, fs.readMeta, fs.submit)
+	require.NoError(t, err)
+	require.Same(t, p, p2, "the copy sent again waits for the first copy's commit")
+	require.Equal(t, 1, fs.submitted())
+
+	fs.decide(0, at2, errors.New("refused")) // and HandleReplicate has not called forgetQueued yet
+	p3, err := pt.applyInTurn(ctx, &again, fs.readMeta, fs.submit)
+	require.NoError(t, err)
+	require.NotSame(t, p, p3, "the first copy failed: the copy sent again is submitted")
+	require.Equal(t, 2, fs.submitted())
+}
+
+// A replica asked to re-read its store's position while a batch it queued
+// is being committed (a copy was refused or kept, a batch of another
+// history arrived) reads it only once that commit is decided: the store's
+// position is behind it, and the owner's next batch would wait for a turn
+// that has passed, refused with every later one until a resync.
+func TestReplicaRereadsItsPositionOnlyOnceItsCommitsAreDecided(t *testing.T) {
+	at5, at6 := store.Position{Epoch: 1, LSN: 5}, store.Position{Epoch: 1, LSN: 6}
+	for _, why := range []string{"forgetQueued", "installed", "another history"} {
+		fs := &fakeStore{meta: store.Meta{Position: at5, Promised: 1}}
+		pt := &partition{}
+		b6 := write(1, at5, "k", "v6")
+		_, err := pt.applyInTurn(context.Background(), &b6, fs.readMeta, fs.submit)
+		require.NoError(t, err)
+		c6 := fs.commits[0]
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a hang guard
+		done := make(chan error, 1)
+		switch why {
+		case "forgetQueued":
+			pt.forgetQueued()
+		case "installed":
+			pt.installed(at5)
+		default:
+			deposed := write(0, store.Position{}, "k", "deposed")
+			go func() {
+				_, err := pt.applyInTurn(ctx, &deposed, fs.readMeta, fs.submit)
+				done <- err
+			}()
+			require.Eventually(t, func() bool { // it waits for b6's commit, or was refused at once
+				return c6.looks.Load() >= 2 || len(done) == 1
+			}, 10*time.Second, time.Millisecond)
+		}
+		b7 := write(1, at6, "k", "v7")
+		applied := make(chan error, 1)
+		go func() {
+			_, err := pt.applyInTurn(ctx, &b7, fs.readMeta, fs.submit)
+			applied <- err
+		}()
+		waiters := int32(1)
+		if why == "another history" {
+			waiters = 2
+		}
+		require.Eventually(t, func() bool { // b7 (and the deposed batch) wait, before b6's commit ends
+			pt.mu.Lock()
+			defer pt.mu.Unlock()
+			_, turn := pt.turns[6] // where b7 waits if the position went back
+			return turn || c6.looks.Load() >= 2*waiters
+		}, 10*time.Second, time.Millisecond)
+		fs.decide(0, at6, nil)
+		require.NoError(t, <-applied, why)
+		require.Equal(t, 2, fs.submitted(), why)
+		if why == "another history" {
+			require.ErrorIs(t, <-done, store.ErrPosition)
+		}
+		cancel()
+	}
 }
 
 func TestReplicaThatLostItsDataTakesNoPartInAcquisitions(t *testing.T) {
@@ -389,7 +546,7 @@ func TestBatchSentAgainGoesOnWhenTheFirstCopyGaveUpWaiting(t *testing.T) {
 	pt := &partition{queued: store.Position{Epoch: 1, LSN: 1}, queuedKnown: true}
 	meta := func() (store.Meta, error) { return store.Meta{Position: pt.queued}, nil }
 	submitted := make(chan *store.Batch, 3)
-	submit := func(b *store.Batch) *store.Pending { submitted <- b; return nil }
+	submit := func(b *store.Batch) queuedCommit { submitted <- b; return nil }
 	first, second := write(1, store.Position{Epoch: 1, LSN: 2}, "k", "v3"), write(1, store.Position{Epoch: 1, LSN: 2}, "k", "v3")
 
 	firstCtx, giveUp := context.WithCancel(context.Background())

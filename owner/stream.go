@@ -15,12 +15,12 @@ import (
 const replicateMessageBytes = FetchPageBytes
 
 // replicateAttempts is how many times a Replicate message is sent when
-// sending fails before its deadline (a dropped connection, an answer
-// lost): once is enough to leave the replica lagging until a resync, since
-// every later batch follows the lost ones. A replica confirms a batch it
-// holds already, so a message sent again is harmless. A message that times
-// out is not sent again: the replica is down or too slow, and the stream
-// would hold every later batch for another RequestTimeout.
+// sending fails (a dropped connection, an answer lost): once is enough to
+// leave the replica lagging until a resync, since every later batch
+// follows the lost ones. A replica confirms a batch it holds already, so a
+// message sent again is harmless. All attempts share the message's
+// RequestTimeout: a replica that is down or too slow holds the stream's
+// later batches no longer than one attempt would.
 const replicateAttempts = 3
 
 // replicateRetryDelay is the wait before a message's second attempt,
@@ -100,22 +100,21 @@ func (o *Owner) send(s *stream) {
 	}
 }
 
-// sendReplicate sends req to replica to, again after a failure before
-// the deadline while replicateAttempts last (see there).
+// sendReplicate sends req to replica to, again after a failure while
+// replicateAttempts and the message's RequestTimeout last.
 func (o *Owner) sendReplicate(to string, req Replicate) ([]error, error) {
+	ctx, cancel := context.WithTimeout(o.ctx, o.cfg.RequestTimeout)
+	defer cancel()
 	delay := replicateRetryDelay
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(o.ctx, o.cfg.RequestTimeout)
 		errs, err := o.cfg.Transport.Replicate(ctx, to, req)
-		ended := ctx.Err() != nil // the deadline, or Close
-		cancel()
-		if err == nil || ended || attempt == replicateAttempts {
+		if err == nil || attempt == replicateAttempts {
 			return errs, err
 		}
 		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
-		case <-o.ctx.Done():
+		case <-ctx.Done():
 			t.Stop()
 			return nil, err
 		}

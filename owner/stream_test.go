@@ -169,7 +169,7 @@ func TestStreamGivesUpOnAReplicaThatTimesOutOrKeepsFailing(t *testing.T) {
 	require.Equal(t, int32(1), slow.calls.Load(), "a message that timed out is not sent again")
 	o.Close()
 
-	down := &lossyTransport{lose: 1 << 30} // every attempt fails at once
+	down := &failingTransport{} // every attempt fails at once
 	o, err = New(Config{Self: "a", Partitions: 4, Store: s, Transport: down})
 	require.NoError(t, err)
 	defer o.Close()
@@ -177,5 +177,24 @@ func TestStreamGivesUpOnAReplicaThatTimesOutOrKeepsFailing(t *testing.T) {
 	require.Error(t, <-results)
 	down.mu.Lock()
 	defer down.mu.Unlock()
-	require.Equal(t, replicateAttempts, down.calls)
+	require.Len(t, down.deadlines, replicateAttempts)
+	for _, d := range down.deadlines {
+		require.Equal(t, down.deadlines[0], d, "the attempts share the message's RequestTimeout")
+	}
+}
+
+// failingTransport fails every Replicate at once, recording each
+// attempt's deadline.
+type failingTransport struct {
+	Transport
+	mu        sync.Mutex
+	deadlines []time.Time
+}
+
+func (f *failingTransport) Replicate(ctx context.Context, _ string, _ Replicate) ([]error, error) {
+	d, _ := ctx.Deadline()
+	f.mu.Lock()
+	f.deadlines = append(f.deadlines, d)
+	f.mu.Unlock()
+	return nil, errors.New("connection reset")
 }
