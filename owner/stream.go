@@ -2,10 +2,12 @@ package owner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/singlewriter/singlewriter/epoch"
 	"github.com/singlewriter/singlewriter/store"
 )
 
@@ -27,19 +29,44 @@ const replicateAttempts = 3
 // doubled before each later one.
 const replicateRetryDelay = 20 * time.Millisecond
 
+// streamQueueBytes bounds the batches queued to one replica (see
+// batchBytes): 16 messages' worth. A replica that falls that far behind
+// misses the batches that do not fit, and is resynced like any replica
+// that missed a batch, instead of holding the owner's memory for as long
+// as it stays slow.
+const streamQueueBytes = 16 * replicateMessageBytes
+
 // stream carries an owner's batches to one replica. While one Replicate
 // message is in flight, the batches submitted meanwhile queue, and the next
 // message carries them together: one round trip and one durable commit on
 // the replica for many calls. A partition's batches queue in the order
 // Submit numbered them, so the replica finds each after its predecessor.
+//
+// Once the replica fails a batch, it refuses every later batch of that
+// partition's claim (each follows the one it missed) until a new claim
+// resyncs it, and it would hold each of them up to replicaTurnWait before
+// refusing it, holding up the stream's other partitions. So the stream
+// fails those batches itself, without sending them.
 type stream struct {
 	to string
 	mu sync.Mutex
-	// queue holds the batches not yet sent, each with where its outcome goes.
-	queue []queued
+	// queue holds the batches not yet sent, each with where its outcome
+	// goes; queuedBytes is their batchBytes.
+	queue       []queued
+	queuedBytes int
+	// missed holds, by partition, the claim whose batch the replica failed
+	// last.
+	missed map[int]missedClaim
 	// sending reports that a sender goroutine runs; it exits once it finds
 	// the queue empty.
 	sending bool
+}
+
+// missedClaim is the claim, by its epoch, of a batch a replica failed;
+// stale if it refused the batch as stale (it promised a newer epoch).
+type missedClaim struct {
+	epoch epoch.Epoch
+	stale bool
 }
 
 // queued is a batch waiting in a stream.
@@ -62,10 +89,25 @@ func (o *Owner) stream(to string) *stream {
 
 // push queues b for the stream's replica; its outcome (nil once the
 // replica holds b durably) goes to result, which must have room for it.
-// It starts the stream's sender if none runs.
+// It starts the stream's sender if none runs. A batch the replica would
+// refuse (it missed an earlier one of the claim), or one that would take
+// the queue past streamQueueBytes, fails at once.
 func (o *Owner) push(s *stream, b *store.Batch, result chan<- error) {
 	s.mu.Lock()
+	if err := s.refusal(b); err != nil {
+		s.mu.Unlock()
+		result <- err
+		return
+	}
+	size := batchBytes(b)
+	if len(s.queue) > 0 && s.queuedBytes+size > streamQueueBytes {
+		s.miss(b, nil)
+		s.mu.Unlock()
+		result <- fmt.Errorf("owner: replica %s is %d bytes of batches behind, the most its stream holds", s.to, s.queuedBytes)
+		return
+	}
 	s.queue = append(s.queue, queued{b: b, result: result})
+	s.queuedBytes += size
 	start := !s.sending
 	s.sending = true
 	s.mu.Unlock()
@@ -90,14 +132,51 @@ func (o *Owner) send(s *stream) {
 		if err == nil && len(errs) != len(next) {
 			err = fmt.Errorf("owner: replica %s answered %d outcomes for %d batches", s.to, len(errs), len(next))
 		}
-		for i, q := range next {
-			if err != nil {
-				q.result <- err
-			} else {
-				q.result <- errs[i]
-			}
-		}
+		s.deliver(next, errs, err)
 	}
+}
+
+// deliver gives each batch of a message its outcome: err if the message
+// failed, else its own of errs. A failed batch is recorded as missed.
+func (s *stream) deliver(next []queued, errs []error, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, q := range next {
+		outcome := err
+		if outcome == nil {
+			outcome = errs[i]
+		}
+		if outcome != nil {
+			s.miss(q.b, outcome)
+		}
+		q.result <- outcome
+	}
+}
+
+// miss records that the replica failed b, with err: it refuses the later
+// batches of b's claim. s.mu must be held.
+func (s *stream) miss(b *store.Batch, err error) {
+	if s.missed == nil {
+		s.missed = map[int]missedClaim{}
+	}
+	if m := s.missed[b.Partition]; m.epoch <= b.Epoch {
+		s.missed[b.Partition] = missedClaim{epoch: b.Epoch, stale: m.epoch == b.Epoch && m.stale || errors.Is(err, epoch.ErrStale)}
+	}
+}
+
+// refusal is the error of b if the replica missed an earlier batch of its
+// claim, else nil: one matching epoch.ErrStale if it refused that batch as
+// stale, so that the owner still learns it was replaced. s.mu must be
+// held.
+func (s *stream) refusal(b *store.Batch) error {
+	m, ok := s.missed[b.Partition]
+	switch {
+	case !ok || m.epoch != b.Epoch:
+		return nil
+	case m.stale:
+		return fmt.Errorf("owner: replica %s refused an earlier batch of partition %d at epoch %d: %w", s.to, b.Partition, b.Epoch, epoch.ErrStale)
+	}
+	return fmt.Errorf("owner: replica %s missed an earlier batch of partition %d at epoch %d, and gets the rest only by a resync", s.to, b.Partition, b.Epoch)
 }
 
 // sendReplicate sends req to replica to, again after a failure while
@@ -122,24 +201,34 @@ func (o *Owner) sendReplicate(to string, req Replicate) ([]error, error) {
 	}
 }
 
-// take removes the batches of the next message from the queue, or reports
-// (nil) an empty queue after marking the sender gone.
+// take removes the batches of the next message from the queue, failing
+// on the way those the replica would refuse (it missed an earlier batch of
+// their claim since they were queued), or reports (nil) an empty queue
+// after marking the sender gone.
 func (s *stream) take() []queued {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.queue) == 0 {
-		s.sending = false
-		return nil
-	}
+	var next []queued
 	n, size := 0, 0
 	for ; n < len(s.queue); n++ {
-		size += batchBytes(s.queue[n].b)
-		if n > 0 && size > replicateMessageBytes {
+		q := s.queue[n]
+		bytes := batchBytes(q.b)
+		if err := s.refusal(q.b); err != nil {
+			s.queuedBytes -= bytes
+			q.result <- err
+			continue
+		}
+		if len(next) > 0 && size+bytes > replicateMessageBytes {
 			break
 		}
+		size += bytes
+		next = append(next, q)
 	}
-	next := s.queue[:n:n]
+	s.queuedBytes -= size
 	s.queue = append([]queued(nil), s.queue[n:]...)
+	if len(next) == 0 {
+		s.sending = false
+	}
 	return next
 }
 

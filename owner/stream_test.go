@@ -198,3 +198,152 @@ func (f *failingTransport) Replicate(ctx context.Context, _ string, _ Replicate)
 	f.mu.Unlock()
 	return nil, errors.New("connection reset")
 }
+
+// scriptedTransport hands each Replicate message to the test, which
+// answers it: with a failure of the whole message, or one outcome per batch.
+type scriptedTransport struct {
+	Transport
+	sent    chan []store.Batch
+	answers chan func([]store.Batch) ([]error, error)
+}
+
+func newScriptedTransport() scriptedTransport {
+	return scriptedTransport{sent: make(chan []store.Batch, 1), answers: make(chan func([]store.Batch) ([]error, error))}
+}
+
+func (s scriptedTransport) Replicate(ctx context.Context, _ string, req Replicate) ([]error, error) {
+	select {
+	case s.sent <- req.Batches:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case answer := <-s.answers:
+		return answer(req.Batches)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// scriptedOwner returns an owner of partitions partitions, on a store of
+// its own, whose messages go through the scriptedTransport it returns.
+func scriptedOwner(t *testing.T, partitions int) (scriptedTransport, *Owner) {
+	s, err := store.Open(store.Config{Dir: t.TempDir(), NoSync: true})
+	require.NoError(t, err)
+	tr := newScriptedTransport()
+	o, err := New(Config{Self: "a", Partitions: partitions, Store: s, Transport: tr})
+	require.NoError(t, err)
+	t.Cleanup(func() { o.Close(); s.Close() })
+	return tr, o
+}
+
+// applied answers that the replica applied every batch.
+func applied(batches []store.Batch) ([]error, error) { return make([]error, len(batches)), nil }
+
+// fail returns an answer that fails the whole message with err.
+func fail(err error) func([]store.Batch) ([]error, error) {
+	return func([]store.Batch) ([]error, error) { return nil, err }
+}
+
+// lsnsOf lists the partition and the LSN after each batch.
+func lsnsOf(batches []store.Batch) [][2]uint64 {
+	var out [][2]uint64
+	for _, b := range batches {
+		out = append(out, [2]uint64{uint64(b.Partition), b.Prev.LSN + 1})
+	}
+	return out
+}
+
+func TestStreamDoesNotSendTheBatchesOfAClaimItsReplicaMissedABatchOf(t *testing.T) {
+	tr, o := scriptedOwner(t, 4)
+	st := o.stream("r")
+	push := func(p int, e epoch.Epoch, lsn uint64) chan error {
+		b := &store.Batch{Partition: p, Epoch: e, Prev: &store.Position{Epoch: e, LSN: lsn - 1}, Writes: []store.KV{{Key: []byte("k"), Value: []byte("v")}}}
+		result := make(chan error, 1)
+		o.push(st, b, result)
+		return result
+	}
+
+	first := push(1, 3, 1)
+	require.Equal(t, [][2]uint64{{1, 1}}, lsnsOf(<-tr.sent))
+	// Queued while the first message is in flight.
+	second := push(1, 3, 2)
+	other := push(2, 3, 1)
+	for attempt := 1; attempt <= replicateAttempts; attempt++ {
+		if attempt > 1 {
+			<-tr.sent // sent again
+		}
+		tr.answers <- fail(errors.New("connection reset"))
+	}
+	require.Error(t, <-first)
+
+	// The replica missed partition 1's first batch: the second is failed,
+	// not sent; partition 2's goes on.
+	require.Equal(t, [][2]uint64{{2, 1}}, lsnsOf(<-tr.sent))
+	tr.answers <- applied
+	require.NoError(t, <-other)
+	require.ErrorContains(t, <-second, "missed an earlier batch of partition 1 at epoch 3")
+
+	// Nor is a batch of that claim pushed later; one of a newer claim is
+	// sent.
+	require.ErrorContains(t, <-push(1, 3, 3), "missed an earlier batch")
+	newer := push(1, 4, 4)
+	require.Equal(t, [][2]uint64{{1, 4}}, lsnsOf(<-tr.sent))
+	tr.answers <- applied
+	require.NoError(t, <-newer)
+
+	// A replica that refused a batch as stale refuses the claim's later
+	// batches the same way: the owner still learns it was replaced.
+	refused := push(3, 4, 1)
+	<-tr.sent
+	tr.answers <- func(b []store.Batch) ([]error, error) { return []error{epoch.ErrStale}, nil }
+	require.ErrorIs(t, <-refused, epoch.ErrStale)
+	require.ErrorIs(t, <-push(3, 4, 2), epoch.ErrStale)
+	require.Zero(t, queuedBytes(st))
+}
+
+// queuedBytes returns the bytes st counts as queued.
+func queuedBytes(st *stream) int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.queuedBytes
+}
+
+func TestStreamFailsTheBatchesBeyondItsQueueBound(t *testing.T) {
+	tr, o := scriptedOwner(t, 128)
+	st := o.stream("r")
+	value := make([]byte, replicateMessageBytes/4)
+	batch := func(p int, lsn uint64) *store.Batch {
+		return &store.Batch{Partition: p, Epoch: 1, Prev: &store.Position{Epoch: 1, LSN: lsn - 1}, Writes: []store.KV{{Key: []byte("k"), Value: value}}}
+	}
+	size := batchBytes(batch(0, 1))
+	results := make(chan error, 128)
+	o.push(st, batch(0, 1), results)
+	<-tr.sent // in flight, held
+
+	// Behind it, a batch for each partition until the queue is full.
+	fit := streamQueueBytes / size
+	for p := 1; p <= fit+1; p++ {
+		o.push(st, batch(p, 1), results)
+	}
+	require.ErrorContains(t, <-results, "bytes of batches behind", "the batch beyond the bound")
+	o.push(st, batch(fit+1, 2), results)
+	require.ErrorContains(t, <-results, "missed an earlier batch", "a later batch of the partition that missed one")
+	require.Len(t, results, 0, "no other batch decided yet")
+
+	// The queued batches all go, in messages of at most
+	// replicateMessageBytes; then the queue is empty.
+	tr.answers <- applied
+	sent := 1
+	for sent < 1+fit {
+		batches := <-tr.sent
+		require.LessOrEqual(t, len(batches)*size, replicateMessageBytes)
+		sent += len(batches)
+		tr.answers <- applied
+	}
+	require.Equal(t, 1+fit, sent)
+	for range 1 + fit {
+		require.NoError(t, <-results)
+	}
+	require.Zero(t, queuedBytes(st))
+}
