@@ -216,8 +216,27 @@ func (o *Owner) HandleReplicate(ctx context.Context, req Replicate) []error {
 	// replicaTurnWait for the whole message.
 	turnCtx, cancel := context.WithTimeout(ctx, replicaTurnWait)
 	defer cancel()
+	// A batch of a claim whose earlier batch was refused here follows it
+	// (an owner sends its claim's batches in order, skipping none), so it
+	// is refused at once, not after waiting out turnCtx for a predecessor
+	// that will not come.
+	type refusal struct {
+		epoch epoch.Epoch
+		err   error
+	}
+	var refused map[int]refusal // by partition
 	for i := range req.Batches {
-		pending[i], errs[i] = o.submitReplicated(turnCtx, &req.Batches[i])
+		b := &req.Batches[i]
+		if r, ok := refused[b.Partition]; ok && r.epoch == b.Epoch {
+			errs[i] = fmt.Errorf("owner: partition %d: the batch follows one refused at epoch %d: %w", b.Partition, b.Epoch, r.err)
+			continue
+		}
+		if pending[i], errs[i] = o.submitReplicated(turnCtx, b); errs[i] != nil {
+			if refused == nil {
+				refused = map[int]refusal{}
+			}
+			refused[b.Partition] = refusal{b.Epoch, errs[i]}
+		}
 	}
 	for i, p := range pending {
 		if p == nil {

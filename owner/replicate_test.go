@@ -67,19 +67,28 @@ func TestReplicaRefusesTheBatchOfADeposedOwner(t *testing.T) {
 	}
 }
 
-// A replica that already applied the new owner's batches finds the deposed
-// owner's batch out of order too; its answer must still be "stale", which
-// tells the deposed owner it was replaced (a position refusal reads as a
-// lost batch).
-func TestReplicaTellsADeposedOwnerItWasReplacedAfterTheNewOwnersBatches(t *testing.T) {
+// replacedReplica returns a replica of partition 1 that applied the batch
+// of an owner at epoch 1 at (1, 1), promised epoch 2, and applied a batch
+// of the new owner at (2, 2).
+func replacedReplica(t *testing.T) (*Owner, *store.Store) {
 	ctx := context.Background()
 	r, s := replicaOf(t)
 	require.NoError(t, apply(ctx, r, write(1, store.Position{}, "k", "old owner")))
 	_, err := s.Promise(ctx, 1, 2)
 	require.NoError(t, err)
 	require.NoError(t, apply(ctx, r, write(2, store.Position{Epoch: 1, LSN: 1}, "k", "new owner")))
+	return r, s
+}
 
-	err = apply(ctx, r, write(1, store.Position{Epoch: 1, LSN: 1}, "k", "deposed owner"))
+// A replica that already applied the new owner's batches finds the deposed
+// owner's batch out of order too; its answer must still be "stale", which
+// tells the deposed owner it was replaced (a position refusal reads as a
+// lost batch).
+func TestReplicaTellsADeposedOwnerItWasReplacedAfterTheNewOwnersBatches(t *testing.T) {
+	ctx := context.Background()
+	r, s := replacedReplica(t)
+
+	err := apply(ctx, r, write(1, store.Position{Epoch: 1, LSN: 1}, "k", "deposed owner"))
 	require.ErrorIs(t, err, epoch.ErrStale)
 	v, _, _ := s.Get(1, []byte("k"))
 	require.Equal(t, "new owner", string(v))
@@ -109,6 +118,28 @@ func TestReplicaAppliesBatchesInTheOwnersOrderWhateverTheirArrival(t *testing.T)
 	require.ErrorIs(t, apply(ctx, r, write(1, store.Position{Epoch: 3, LSN: 1}, "k", "other history")), store.ErrPosition)
 	v, _, _ = s.Get(1, []byte("k"))
 	require.Equal(t, "second", string(v))
+}
+
+// A replica refuses at once the batches of a message that follow one it
+// refused at once, instead of waiting for the refused one to come; a batch
+// of a newer claim in the same message is applied.
+func TestReplicaRefusesAtOnceTheBatchesThatFollowARefusedOne(t *testing.T) {
+	ctx := context.Background()
+	r, s := replacedReplica(t)
+
+	// The deposed owner's batch at LSN 3 does not follow (2, 2); the next
+	// one, at LSN 4, would wait for a batch at LSN 3 of epoch 1.
+	errs := r.HandleReplicate(ctx, Replicate{Batches: []store.Batch{
+		write(1, store.Position{Epoch: 1, LSN: 2}, "k", "deposed owner"),
+		write(1, store.Position{Epoch: 1, LSN: 3}, "k", "deposed owner again"),
+		write(2, store.Position{Epoch: 2, LSN: 2}, "k", "new owner again"),
+	}})
+	require.ErrorIs(t, errs[0], epoch.ErrStale)
+	require.ErrorIs(t, errs[1], epoch.ErrStale)
+	require.ErrorContains(t, errs[1], "follows one refused at epoch 1", "refused without waiting for its turn")
+	require.NoError(t, errs[2])
+	v, _, _ := s.Get(1, []byte("k"))
+	require.Equal(t, "new owner again", string(v))
 }
 
 // An owner sends a message again when the answer to it was lost: the

@@ -282,11 +282,11 @@ func TestStreamDoesNotSendTheBatchesOfAClaimItsReplicaMissedABatchOf(t *testing.
 	require.Equal(t, [][2]uint64{{2, 1}}, lsnsOf(<-tr.sent))
 	tr.answers <- applied
 	require.NoError(t, <-other)
-	require.ErrorContains(t, <-second, "missed an earlier batch of partition 1 at epoch 3")
+	require.ErrorContains(t, <-second, "missed the batch at LSN 1 of partition 1 at epoch 3")
 
 	// Nor is a batch of that claim pushed later; one of a newer claim is
 	// sent.
-	require.ErrorContains(t, <-push(1, 3, 3), "missed an earlier batch")
+	require.ErrorContains(t, <-push(1, 3, 3), "missed the batch at LSN 1")
 	newer := push(1, 4, 4)
 	require.Equal(t, [][2]uint64{{1, 4}}, lsnsOf(<-tr.sent))
 	tr.answers <- applied
@@ -312,38 +312,71 @@ func queuedBytes(st *stream) int {
 func TestStreamFailsTheBatchesBeyondItsQueueBound(t *testing.T) {
 	tr, o := scriptedOwner(t, 128)
 	st := o.stream("r")
-	value := make([]byte, replicateMessageBytes/4)
-	batch := func(p int, lsn uint64) *store.Batch {
+	value := make([]byte, replicateMessageBytes/2) // one batch per message
+	batch := func(p int, lsn uint64, value []byte) *store.Batch {
 		return &store.Batch{Partition: p, Epoch: 1, Prev: &store.Position{Epoch: 1, LSN: lsn - 1}, Writes: []store.KV{{Key: []byte("k"), Value: value}}}
 	}
-	size := batchBytes(batch(0, 1))
-	results := make(chan error, 128)
-	o.push(st, batch(0, 1), results)
-	<-tr.sent // in flight, held
-
-	// Behind it, a batch for each partition until the queue is full.
+	size := batchBytes(batch(0, 1, value))
 	fit := streamQueueBytes / size
-	for p := 1; p <= fit+1; p++ {
-		o.push(st, batch(p, 1), results)
+	results := make([]chan error, fit+2)
+	for p := range results {
+		results[p] = make(chan error, 1)
 	}
-	require.ErrorContains(t, <-results, "bytes of batches behind", "the batch beyond the bound")
-	o.push(st, batch(fit+1, 2), results)
-	require.ErrorContains(t, <-results, "missed an earlier batch", "a later batch of the partition that missed one")
-	require.Len(t, results, 0, "no other batch decided yet")
+	o.push(st, batch(0, 1, value), results[0])
+	<-tr.sent // in flight, held, not counted
 
-	// The queued batches all go, in messages of at most
-	// replicateMessageBytes; then the queue is empty.
+	// Behind it, partition 1's first batch, then one for each other
+	// partition until the queue is full.
+	for p := 1; p <= fit+1; p++ {
+		o.push(st, batch(p, 1, value), results[p])
+	}
+	require.ErrorContains(t, <-results[fit+1], "bytes of batches behind", "the batch beyond the bound")
+	require.Equal(t, fit*size, queuedBytes(st))
+	// The bound refuses partition 1's second batch, and so the batches
+	// that follow it, not the first, queued before.
+	second, third := make(chan error, 1), make(chan error, 1)
+	o.push(st, batch(1, 2, value), second)
+	o.push(st, batch(1, 3, value), third)
+	require.ErrorContains(t, <-second, "bytes of batches behind")
+	require.ErrorContains(t, <-third, "missed the batch at LSN 2 of partition 1")
+
+	// The queued batches all go, one per message; then the queue is empty.
 	tr.answers <- applied
-	sent := 1
-	for sent < 1+fit {
-		batches := <-tr.sent
-		require.LessOrEqual(t, len(batches)*size, replicateMessageBytes)
-		sent += len(batches)
+	for p := 1; p <= fit; p++ {
+		require.Equal(t, [][2]uint64{{uint64(p), 1}}, lsnsOf(<-tr.sent))
 		tr.answers <- applied
 	}
-	require.Equal(t, 1+fit, sent)
-	for range 1 + fit {
-		require.NoError(t, <-results)
+	for p := range fit + 1 {
+		require.NoError(t, <-results[p])
 	}
 	require.Zero(t, queuedBytes(st))
+
+	// A batch larger than the bound goes when the queue is empty.
+	huge := make(chan error, 1)
+	o.push(st, batch(2, 2, make([]byte, streamQueueBytes)), huge)
+	require.Empty(t, huge, "queued, not refused")
+	require.Equal(t, [][2]uint64{{2, 2}}, lsnsOf(<-tr.sent))
+	tr.answers <- applied
+	require.NoError(t, <-huge)
+}
+
+func TestStreamRemembersTheFirstBatchAReplicaMissedInItsNewestClaim(t *testing.T) {
+	s := &stream{to: "r"}
+	batch := func(e epoch.Epoch, lsn uint64) *store.Batch {
+		return &store.Batch{Partition: 1, Epoch: e, Prev: &store.Position{Epoch: e, LSN: lsn - 1}}
+	}
+	s.miss(batch(4, 5), errors.New("connection reset"))
+	s.miss(batch(4, 7), nil)            // a later miss of the claim
+	s.miss(batch(3, 2), epoch.ErrStale) // an older claim's batch, failed later
+	require.NoError(t, s.refusal(batch(4, 4)), "a batch before the one missed")
+	require.ErrorContains(t, s.refusal(batch(4, 6)), "missed the batch at LSN 5")
+	require.NotErrorIs(t, s.refusal(batch(4, 6)), epoch.ErrStale)
+	require.NoError(t, s.refusal(batch(3, 3)), "the older claim is not the one remembered")
+	require.NoError(t, s.refusal(batch(5, 6)), "a newer claim goes")
+
+	s.miss(batch(4, 8), epoch.ErrStale)
+	s.miss(batch(4, 9), errors.New("connection reset"))
+	require.ErrorIs(t, s.refusal(batch(4, 10)), epoch.ErrStale, "a stale refusal stays stale")
+	s.miss(batch(5, 1), nil)
+	require.NotErrorIs(t, s.refusal(batch(5, 2)), epoch.ErrStale, "a newer claim starts afresh")
 }
