@@ -216,10 +216,10 @@ func (o *Owner) HandleReplicate(ctx context.Context, req Replicate) []error {
 	// replicaTurnWait for the whole message.
 	turnCtx, cancel := context.WithTimeout(ctx, replicaTurnWait)
 	defer cancel()
-	// A batch of a claim whose earlier batch was refused here follows it
-	// (an owner sends its claim's batches in order, skipping none), so it
-	// is refused at once, not after waiting out turnCtx for a predecessor
-	// that will not come.
+	// A batch of a claim whose earlier batch in this message was refused
+	// here comes after it in the owner's numbering, so it cannot be
+	// queued until that one is: it is refused at once, not after waiting
+	// out turnCtx for a predecessor that will not come.
 	type refusal struct {
 		epoch epoch.Epoch
 		err   error

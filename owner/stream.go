@@ -61,8 +61,9 @@ type stream struct {
 	queue       []queued
 	queuedBytes int
 	// missed holds, by partition, the first batch the replica failed in
-	// the newest claim it failed one of.
-	missed map[int]missedBatch
+	// each claim that may still have batches queued: those of a claim
+	// older than a batch sent since are dropped (forgetOlder).
+	missed map[int][]missedBatch
 	// sending reports that a sender goroutine runs; it exits once it finds
 	// the queue empty.
 	sending bool
@@ -165,18 +166,35 @@ func (s *stream) deliver(next []queued, errs []error, err error) {
 // batches of b's claim that follow b. s.mu must be held.
 func (s *stream) miss(b *store.Batch, err error) {
 	if s.missed == nil {
-		s.missed = map[int]missedBatch{}
+		s.missed = map[int][]missedBatch{}
 	}
-	m, ok := s.missed[b.Partition]
-	switch {
-	case !ok || m.epoch < b.Epoch:
-		m = missedBatch{epoch: b.Epoch, lsn: b.Prev.LSN + 1}
-	case m.epoch > b.Epoch:
-		return
+	stale := errors.Is(err, epoch.ErrStale)
+	ms := s.missed[b.Partition]
+	for i := range ms {
+		if m := &ms[i]; m.epoch == b.Epoch {
+			m.lsn, m.stale = min(m.lsn, b.Prev.LSN+1), m.stale || stale
+			return
+		}
 	}
-	m.lsn = min(m.lsn, b.Prev.LSN+1)
-	m.stale = m.stale || errors.Is(err, epoch.ErrStale)
-	s.missed[b.Partition] = m
+	s.missed[b.Partition] = append(ms, missedBatch{epoch: b.Epoch, lsn: b.Prev.LSN + 1, stale: stale})
+}
+
+// forgetOlder drops the misses of b's partition in claims older than b's,
+// which is being sent: the queue holds no batch of them after b. s.mu must
+// be held.
+func (s *stream) forgetOlder(b *store.Batch) {
+	ms := s.missed[b.Partition]
+	kept := ms[:0]
+	for _, m := range ms {
+		if m.epoch >= b.Epoch {
+			kept = append(kept, m)
+		}
+	}
+	if len(kept) == 0 {
+		delete(s.missed, b.Partition)
+	} else {
+		s.missed[b.Partition] = kept
+	}
 }
 
 // refusal is the error of b if the replica missed a batch of its claim
@@ -184,9 +202,14 @@ func (s *stream) miss(b *store.Batch, err error) {
 // batch of the claim as stale, so that the owner still learns it was
 // replaced. s.mu must be held.
 func (s *stream) refusal(b *store.Batch) error {
-	m, ok := s.missed[b.Partition]
+	var m *missedBatch
+	for i, mb := range s.missed[b.Partition] {
+		if mb.epoch == b.Epoch {
+			m = &s.missed[b.Partition][i]
+		}
+	}
 	switch {
-	case !ok || m.epoch != b.Epoch || b.Prev.LSN < m.lsn:
+	case m == nil || b.Prev.LSN < m.lsn:
 		return nil
 	case m.stale:
 		return fmt.Errorf("owner: replica %s refused a batch of partition %d at epoch %d: %w", s.to, b.Partition, b.Epoch, epoch.ErrStale)
@@ -238,6 +261,7 @@ func (s *stream) take() []queued {
 		}
 		size += bytes
 		next = append(next, q)
+		s.forgetOlder(q.b)
 	}
 	s.queuedBytes -= size
 	s.queue = append([]queued(nil), s.queue[n:]...)

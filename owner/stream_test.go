@@ -291,6 +291,10 @@ func TestStreamDoesNotSendTheBatchesOfAClaimItsReplicaMissedABatchOf(t *testing.
 	require.Equal(t, [][2]uint64{{1, 4}}, lsnsOf(<-tr.sent))
 	tr.answers <- applied
 	require.NoError(t, <-newer)
+	st.mu.Lock()
+	kept := st.missed[1]
+	st.mu.Unlock()
+	require.Empty(t, kept, "the miss at epoch 3 is forgotten once a batch of epoch 4 went")
 
 	// A replica that refused a batch as stale refuses the claim's later
 	// batches the same way: the owner still learns it was replaced.
@@ -360,23 +364,29 @@ func TestStreamFailsTheBatchesBeyondItsQueueBound(t *testing.T) {
 	require.NoError(t, <-huge)
 }
 
-func TestStreamRemembersTheFirstBatchAReplicaMissedInItsNewestClaim(t *testing.T) {
+func TestStreamRemembersTheFirstBatchAReplicaMissedInEachClaim(t *testing.T) {
 	s := &stream{to: "r"}
 	batch := func(e epoch.Epoch, lsn uint64) *store.Batch {
 		return &store.Batch{Partition: 1, Epoch: e, Prev: &store.Position{Epoch: e, LSN: lsn - 1}}
 	}
-	s.miss(batch(4, 5), errors.New("connection reset"))
-	s.miss(batch(4, 7), nil)            // a later miss of the claim
-	s.miss(batch(3, 2), epoch.ErrStale) // an older claim's batch, failed later
-	require.NoError(t, s.refusal(batch(4, 4)), "a batch before the one missed")
+	s.miss(batch(4, 7), nil)                            // beyond the queue's bound
+	s.miss(batch(4, 5), errors.New("connection reset")) // then 5's message failed
+	s.miss(batch(5, 9), nil)                            // a newer claim's start, 4's batches still queued
+	require.NoError(t, s.refusal(batch(4, 4)), "a batch before the first missed")
 	require.ErrorContains(t, s.refusal(batch(4, 6)), "missed the batch at LSN 5")
 	require.NotErrorIs(t, s.refusal(batch(4, 6)), epoch.ErrStale)
-	require.NoError(t, s.refusal(batch(3, 3)), "the older claim is not the one remembered")
-	require.NoError(t, s.refusal(batch(5, 6)), "a newer claim goes")
+	require.ErrorContains(t, s.refusal(batch(5, 10)), "missed the batch at LSN 9")
+	require.NoError(t, s.refusal(batch(6, 11)), "a claim without a miss goes")
 
 	s.miss(batch(4, 8), epoch.ErrStale)
 	s.miss(batch(4, 9), errors.New("connection reset"))
 	require.ErrorIs(t, s.refusal(batch(4, 10)), epoch.ErrStale, "a stale refusal stays stale")
-	s.miss(batch(5, 1), nil)
-	require.NotErrorIs(t, s.refusal(batch(5, 2)), epoch.ErrStale, "a newer claim starts afresh")
+	require.NotErrorIs(t, s.refusal(batch(5, 10)), epoch.ErrStale, "in its own claim")
+
+	// A batch of claim 5 being sent follows every queued batch of claim 4.
+	s.forgetOlder(batch(5, 9))
+	require.NoError(t, s.refusal(batch(4, 10)))
+	require.Error(t, s.refusal(batch(5, 10)))
+	s.forgetOlder(batch(6, 11))
+	require.Empty(t, s.missed)
 }
