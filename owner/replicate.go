@@ -116,53 +116,43 @@ func otherReplicas(c store.Claim, self string) []string {
 // commit is local) hold b, or once that can no longer happen. The local
 // commit must be among them: the owner reads its own store, so a batch it
 // failed to commit is never acknowledged, whatever the backups did (the
-// next call would read the state without it). It then still collects the
-// other answers: a replica that did not confirm marks the partition
-// lagging.
+// next call would read the state without it). A replica that did not
+// confirm b marks the partition lagging: here if its answer came before
+// the outcome was known, else in its stream (send), so that no goroutine
+// waits for a slow replica's answer once the outcome is known.
 func (o *Owner) replicate(b *store.Batch, local *store.Pending, others []string) *Commit {
 	c := &Commit{done: make(chan struct{})}
 	n := len(others) + 1
-	results := make(chan error, n)
+	results := make(chan error, n) // room for every answer: late ones are dropped
 	for _, to := range others {
 		o.push(o.stream(to), b, results)
 	}
 	o.wg.Go(func() {
-		decided := false
-		decide := func(err error) {
-			decided = true
-			if err != nil {
-				c.err = err
-				o.parts[b.Partition].markLagging(b.Epoch, true)
-				o.kick() // resync at once: no write can succeed until then
-			}
-			close(c.done)
-		}
+		defer close(c.done)
+		pt := o.parts[b.Partition]
 		<-local.Done()
-		localErr := local.Err()
-		if localErr != nil {
-			decide(quorumError(b, []error{localErr}))
-		}
-		results <- localErr
-		need := n/2 + 1
-		var acks int
-		var errs []error
-		for range n {
-			if err := <-results; err != nil {
-				errs = append(errs, err)
-			} else {
-				acks++
+		if err := local.Err(); err != nil {
+			c.err = quorumError(b, []error{err})
+		} else {
+			need, acks := n/2+1, 1 // the local commit
+			var errs []error
+			for acks < need && n-len(errs) >= need {
+				if err := <-results; err != nil {
+					errs = append(errs, err)
+				} else {
+					acks++
+				}
 			}
-			switch {
-			case decided:
-			case acks >= need:
-				decide(nil)
-			case n-len(errs) < need:
-				decide(quorumError(b, errs))
+			if len(errs) > 0 {
+				pt.markLagging(b.Epoch, false)
 			}
+			if acks >= need {
+				return
+			}
+			c.err = quorumError(b, errs)
 		}
-		if len(errs) > 0 {
-			o.parts[b.Partition].markLagging(b.Epoch, false)
-		}
+		pt.markLagging(b.Epoch, true)
+		o.kick() // resync at once: no write can succeed until then
 	})
 	return c
 }

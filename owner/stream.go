@@ -35,8 +35,8 @@ const replicateRetryDelay = 20 * time.Millisecond
 // 2-core machine), so longer than a RequestTimeout's worth of a replica
 // that is slow but answering. A replica that falls further behind misses
 // the batches that do not fit, and is resynced like any replica that
-// missed a batch, instead of holding the owner's memory (the batches, and
-// each one's collector) for as long as it stays slow.
+// missed a batch, instead of holding the batches in the owner's memory for
+// as long as it stays slow.
 const streamQueueBytes = 64 * replicateMessageBytes
 
 // stream carries an owner's batches to one replica. While one Replicate
@@ -51,8 +51,7 @@ const streamQueueBytes = 64 * replicateMessageBytes
 // refusing it, holding up the stream's other partitions. So the stream
 // fails those batches itself, without sending them. (A message that failed
 // after the replica applied it, its answers lost, fails them too: its
-// partitions are resynced anyway, the collector having marked them
-// lagging.)
+// partitions are resynced anyway, having been marked lagging.)
 type stream struct {
 	to string
 	mu sync.Mutex
@@ -129,7 +128,8 @@ func (o *Owner) push(s *stream, b *store.Batch, result chan<- error) {
 // time, until the queue is empty.
 func (o *Owner) send(s *stream) {
 	for {
-		next := s.take()
+		next, refused := s.take()
+		o.markMissed(refused)
 		if next == nil {
 			return
 		}
@@ -141,13 +141,23 @@ func (o *Owner) send(s *stream) {
 		if err == nil && len(errs) != len(next) {
 			err = fmt.Errorf("owner: replica %s answered %d outcomes for %d batches", s.to, len(errs), len(next))
 		}
-		s.deliver(next, errs, err)
+		o.markMissed(s.deliver(next, errs, err))
+	}
+}
+
+// markMissed marks the partitions of batches a replica did not confirm as
+// lagging. It is where a replica's answer that came after its batch's
+// outcome was known counts (see replicate).
+func (o *Owner) markMissed(batches []*store.Batch) {
+	for _, b := range batches {
+		o.parts[b.Partition].markLagging(b.Epoch, false)
 	}
 }
 
 // deliver gives each batch of a message its outcome: err if the message
-// failed, else its own of errs. A failed batch is recorded as missed.
-func (s *stream) deliver(next []queued, errs []error, err error) {
+// failed, else its own of errs. It records the failed batches as missed,
+// and returns them.
+func (s *stream) deliver(next []queued, errs []error, err error) (failed []*store.Batch) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, q := range next {
@@ -157,9 +167,11 @@ func (s *stream) deliver(next []queued, errs []error, err error) {
 		}
 		if outcome != nil {
 			s.miss(q.b, outcome)
+			failed = append(failed, q.b)
 		}
 		q.result <- outcome
 	}
+	return failed
 }
 
 // miss records that the replica failed b, with err: it refuses the
@@ -240,13 +252,12 @@ func (o *Owner) sendReplicate(to string, req Replicate) ([]error, error) {
 }
 
 // take removes the batches of the next message from the queue, failing
-// on the way those the replica would refuse (it missed an earlier batch of
-// their claim since they were queued), or reports (nil) an empty queue
-// after marking the sender gone.
-func (s *stream) take() []queued {
+// on the way, and returning as refused, those the replica would refuse (it
+// missed an earlier batch of their claim since they were queued); or it
+// reports (nil) an empty queue after marking the sender gone.
+func (s *stream) take() (next []queued, refused []*store.Batch) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var next []queued
 	n, size := 0, 0
 	for ; n < len(s.queue); n++ {
 		q := s.queue[n]
@@ -254,6 +265,7 @@ func (s *stream) take() []queued {
 		if err := s.refusal(q.b); err != nil {
 			s.queuedBytes -= bytes
 			q.result <- err
+			refused = append(refused, q.b)
 			continue
 		}
 		if len(next) > 0 && size+bytes > replicateMessageBytes {
@@ -268,7 +280,7 @@ func (s *stream) take() []queued {
 	if len(next) == 0 {
 		s.sending = false
 	}
-	return next
+	return next, refused
 }
 
 // batchBytes is what b counts toward replicateMessageBytes: its keys,

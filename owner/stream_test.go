@@ -390,3 +390,59 @@ func TestStreamRemembersTheFirstBatchAReplicaMissedInEachClaim(t *testing.T) {
 	s.forgetOlder(batch(6, 11))
 	require.Empty(t, s.missed)
 }
+
+// oneSlowTransport confirms every message at once, except those to slow,
+// which it holds until their context ends, signalling each on sent.
+type oneSlowTransport struct {
+	Transport
+	slow string
+	sent chan struct{}
+}
+
+func (t oneSlowTransport) Replicate(ctx context.Context, to string, req Replicate) ([]error, error) {
+	if to == t.slow {
+		t.sent <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return make([]error, len(req.Batches)), nil
+}
+
+func TestOwnerMarksLaggingABackupWhoseQueueIsFull(t *testing.T) {
+	s, err := store.Open(store.Config{Dir: t.TempDir(), NoSync: true})
+	require.NoError(t, err)
+	tr := oneSlowTransport{slow: "c", sent: make(chan struct{}, 1)}
+	o, err := New(Config{Self: "a", Partitions: 4, Store: s, Transport: tr})
+	require.NoError(t, err)
+	t.Cleanup(func() { o.Close(); s.Close() })
+	pt := o.parts[1]
+	require.True(t, pt.start(store.Claim{Epoch: 3, Owner: "a", Replicas: []string{"a", "b", "c"}}, store.Position{}, func() bool { return false }))
+
+	// c's stream: one message held, then batches of another partition
+	// filling the queue to its bound exactly.
+	const fillers = 64
+	value := make([]byte, streamQueueBytes/fillers-batchBytes(&store.Batch{Writes: []store.KV{{Key: []byte("k")}}}))
+	filler := func(lsn uint64) *store.Batch {
+		return &store.Batch{Partition: 2, Epoch: 1, Prev: &store.Position{Epoch: 1, LSN: lsn - 1}, Writes: []store.KV{{Key: []byte("k"), Value: value}}}
+	}
+	results := make(chan error, fillers+1)
+	o.push(o.stream("c"), filler(1), results)
+	<-tr.sent
+	for lsn := uint64(2); lsn <= fillers+1; lsn++ {
+		o.push(o.stream("c"), filler(lsn), results)
+	}
+	require.Equal(t, streamQueueBytes, queuedBytes(o.stream("c")))
+
+	// A batch of partition 1 is refused by c's full queue on the way in;
+	// a and b confirm it, and c's refusal marks the partition lagging.
+	l, err := o.Lease(1)
+	require.NoError(t, err)
+	c := o.Submit(l, &store.Batch{Partition: 1, Writes: []store.KV{{Key: []byte("k"), Value: []byte("v")}}})
+	<-c.Done()
+	l.Release()
+	require.NoError(t, c.Err())
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	require.True(t, pt.lagging)
+	require.False(t, pt.stalled)
+}
