@@ -28,11 +28,12 @@
 // message an attempt sends (in drive), which the attempt waits for; for
 // each batch sent to other replicas (a call's batch from Submit, a start
 // marker from commitMarker), a collector (replicate) that completes the
-// Commit at a majority (or once none is possible) and exits; and, per
+// Commit at a majority (or once none is possible), marking the partition
+// lagging if a replica refused the batch by then, and exits; and, per
 // replica, a sender (stream.go: send) while batches are queued for it,
 // which sends them, many to a message, one message at a time, marks the
-// partition lagging for each batch the replica did not confirm, and exits
-// when the queue is empty. HandleReplicate starts none: it
+// partition lagging for each batch the replica failed, and exits when the
+// queue is empty. HandleReplicate starts none: it
 // runs on its caller's goroutine (the router's RPC handler). See
 // docs/ARCHITECTURE.md for every goroutine of the library.
 package owner

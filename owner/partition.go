@@ -57,8 +57,9 @@ type partition struct {
 	// was logged (resume), so that the retries do not log it again.
 	lostReported bool
 	// lagsBefore is the epoch of a claim whose start marker a replica did
-	// not confirm before serving it began (the marker's collector may
-	// answer first): start then begins lagging.
+	// not confirm before serving it began (the marker's Commit may be
+	// decided before that replica's answer comes): start then begins
+	// lagging.
 	lagsBefore epoch.Epoch
 	// copy is the copy of this partition fetched here for a Sync (see
 	// copyJob), nil once its outcome was reported; a backup that is

@@ -117,15 +117,19 @@ func otherReplicas(c store.Claim, self string) []string {
 // commit must be among them: the owner reads its own store, so a batch it
 // failed to commit is never acknowledged, whatever the backups did (the
 // next call would read the state without it). A replica that did not
-// confirm b marks the partition lagging: here if its answer came before
-// the outcome was known, else in its stream (send), so that no goroutine
-// waits for a slow replica's answer once the outcome is known.
+// confirm b marks the partition lagging: here if its stream refused b at
+// once or its answer came before the outcome was known, else in its
+// stream (send), so that no goroutine waits for a slow replica's answer
+// once the outcome is known.
 func (o *Owner) replicate(b *store.Batch, local *store.Pending, others []string) *Commit {
 	c := &Commit{done: make(chan struct{})}
 	n := len(others) + 1
 	results := make(chan error, n) // room for every answer: late ones are dropped
+	var refused []error            // by the streams, at once
 	for _, to := range others {
-		o.push(o.stream(to), b, results)
+		if err := o.push(o.stream(to), b, results); err != nil {
+			refused = append(refused, err)
+		}
 	}
 	o.wg.Go(func() {
 		defer close(c.done)
@@ -135,7 +139,7 @@ func (o *Owner) replicate(b *store.Batch, local *store.Pending, others []string)
 			c.err = quorumError(b, []error{err})
 		} else {
 			need, acks := n/2+1, 1 // the local commit
-			var errs []error
+			errs := refused
 			for acks < need && n-len(errs) >= need {
 				if err := <-results; err != nil {
 					errs = append(errs, err)

@@ -503,7 +503,7 @@ func TestOwnerNoticesABackupThatMissedABatchTheMajorityConfirmed(t *testing.T) {
 		} else {
 			require.ErrorIs(t, c.Err(), ErrNoQuorum)
 		}
-		require.Eventually(t, func() bool { // the collector reads c's answer after answering the caller
+		require.Eventually(t, func() bool { // c's sender marks its failure after the caller was answered
 			pt.mu.Lock()
 			defer pt.mu.Unlock()
 			return pt.lagging && pt.stalled == (len(down) == 2)

@@ -99,20 +99,19 @@ func (o *Owner) stream(to string) *stream {
 // replica holds b durably) goes to result, which must have room for it.
 // It starts the stream's sender if none runs. A batch the replica would
 // refuse (it missed an earlier one of the claim), or one that would take
-// the queue past streamQueueBytes, fails at once.
-func (o *Owner) push(s *stream, b *store.Batch, result chan<- error) {
+// the queue past streamQueueBytes, is not queued: push returns its
+// refusal, and nothing goes to result.
+func (o *Owner) push(s *stream, b *store.Batch, result chan<- error) error {
 	s.mu.Lock()
 	if err := s.refusal(b); err != nil {
 		s.mu.Unlock()
-		result <- err
-		return
+		return err
 	}
 	size := batchBytes(b)
 	if len(s.queue) > 0 && s.queuedBytes+size > streamQueueBytes {
 		s.miss(b, nil)
 		s.mu.Unlock()
-		result <- fmt.Errorf("owner: replica %s is %d bytes of batches behind, the most its stream holds", s.to, s.queuedBytes)
-		return
+		return fmt.Errorf("owner: replica %s is %d bytes of batches behind, the most its stream holds", s.to, s.queuedBytes)
 	}
 	s.queue = append(s.queue, queued{b: b, result: result})
 	s.queuedBytes += size
@@ -122,6 +121,7 @@ func (o *Owner) push(s *stream, b *store.Batch, result chan<- error) {
 	if start {
 		o.wg.Go(func() { o.send(s) })
 	}
+	return nil
 }
 
 // send sends the stream's queued batches, as many as fit one message at a

@@ -50,14 +50,14 @@ func TestStreamSendsTheBatchesQueuedDuringAMessageTogetherAndInOrder(t *testing.
 		return &store.Batch{Partition: 1, Epoch: e, Prev: &store.Position{Epoch: 2, LSN: lsn}, Writes: []store.KV{{Key: []byte("k"), Value: value}}}
 	}
 	results := make(chan error, 16)
-	o.push(o.stream("b"), batch(0, 2, nil), results)
+	enqueue(o, o.stream("b"), batch(0, 2, nil), results)
 	first := <-h.sent // in flight, held
 	require.Len(t, first, 1)
 
 	// Queued while the first message is in flight: the second message
 	// carries them all, in the order they were queued.
 	for lsn := uint64(1); lsn <= 4; lsn++ {
-		o.push(o.stream("b"), batch(lsn, epoch.Epoch(1+lsn%2), nil), results)
+		enqueue(o, o.stream("b"), batch(lsn, epoch.Epoch(1+lsn%2), nil), results)
 	}
 	h.release <- struct{}{}
 	second := <-h.sent
@@ -67,8 +67,8 @@ func TestStreamSendsTheBatchesQueuedDuringAMessageTogetherAndInOrder(t *testing.
 	}
 	// Batches too large to share a message go one per message.
 	big := make([]byte, replicateMessageBytes*2/3)
-	o.push(o.stream("b"), batch(5, 2, big), results)
-	o.push(o.stream("b"), batch(6, 2, big), results)
+	enqueue(o, o.stream("b"), batch(5, 2, big), results)
+	enqueue(o, o.stream("b"), batch(6, 2, big), results)
 	h.release <- struct{}{}
 	require.Len(t, <-h.sent, 1)
 	h.release <- struct{}{}
@@ -124,10 +124,10 @@ func TestStreamSendsAMessageAgainWhenSendingItFailed(t *testing.T) {
 
 		results := make(chan error, 2)
 		first := write(1, store.Position{}, "k", "v1")
-		o.push(o.stream("r"), &first, results)
+		enqueue(o, o.stream("r"), &first, results)
 		require.NoError(t, <-results, "lost after it was applied: %v", afterApply)
 		second := write(1, store.Position{Epoch: 1, LSN: 1}, "k", "v2")
-		o.push(o.stream("r"), &second, results)
+		enqueue(o, o.stream("r"), &second, results)
 		require.NoError(t, <-results)
 
 		tr.mu.Lock()
@@ -164,7 +164,7 @@ func TestStreamGivesUpOnAReplicaThatTimesOutOrKeepsFailing(t *testing.T) {
 	require.NoError(t, err)
 	results := make(chan error, 1)
 	b := write(1, store.Position{}, "k", "v")
-	o.push(o.stream("r"), &b, results)
+	enqueue(o, o.stream("r"), &b, results)
 	require.ErrorIs(t, <-results, context.DeadlineExceeded)
 	require.Equal(t, int32(1), slow.calls.Load(), "a message that timed out is not sent again")
 	o.Close()
@@ -173,7 +173,7 @@ func TestStreamGivesUpOnAReplicaThatTimesOutOrKeepsFailing(t *testing.T) {
 	o, err = New(Config{Self: "a", Partitions: 4, Store: s, Transport: down})
 	require.NoError(t, err)
 	defer o.Close()
-	o.push(o.stream("r"), &b, results)
+	enqueue(o, o.stream("r"), &b, results)
 	require.Error(t, <-results)
 	down.mu.Lock()
 	defer down.mu.Unlock()
@@ -197,6 +197,13 @@ func (f *failingTransport) Replicate(ctx context.Context, _ string, _ Replicate)
 	f.deadlines = append(f.deadlines, d)
 	f.mu.Unlock()
 	return nil, errors.New("connection reset")
+}
+
+// enqueue pushes b to st, putting a refusal at once on result too.
+func enqueue(o *Owner, st *stream, b *store.Batch, result chan<- error) {
+	if err := o.push(st, b, result); err != nil {
+		result <- err
+	}
 }
 
 // scriptedTransport hands each Replicate message to the test, which
@@ -260,7 +267,7 @@ func TestStreamDoesNotSendTheBatchesOfAClaimItsReplicaMissedABatchOf(t *testing.
 	push := func(p int, e epoch.Epoch, lsn uint64) chan error {
 		b := &store.Batch{Partition: p, Epoch: e, Prev: &store.Position{Epoch: e, LSN: lsn - 1}, Writes: []store.KV{{Key: []byte("k"), Value: []byte("v")}}}
 		result := make(chan error, 1)
-		o.push(st, b, result)
+		enqueue(o, st, b, result)
 		return result
 	}
 
@@ -326,21 +333,21 @@ func TestStreamFailsTheBatchesBeyondItsQueueBound(t *testing.T) {
 	for p := range results {
 		results[p] = make(chan error, 1)
 	}
-	o.push(st, batch(0, 1, value), results[0])
+	enqueue(o, st, batch(0, 1, value), results[0])
 	<-tr.sent // in flight, held, not counted
 
 	// Behind it, partition 1's first batch, then one for each other
 	// partition until the queue is full.
 	for p := 1; p <= fit+1; p++ {
-		o.push(st, batch(p, 1, value), results[p])
+		enqueue(o, st, batch(p, 1, value), results[p])
 	}
 	require.ErrorContains(t, <-results[fit+1], "bytes of batches behind", "the batch beyond the bound")
 	require.Equal(t, fit*size, queuedBytes(st))
 	// The bound refuses partition 1's second batch, and so the batches
 	// that follow it, not the first, queued before.
 	second, third := make(chan error, 1), make(chan error, 1)
-	o.push(st, batch(1, 2, value), second)
-	o.push(st, batch(1, 3, value), third)
+	enqueue(o, st, batch(1, 2, value), second)
+	enqueue(o, st, batch(1, 3, value), third)
 	require.ErrorContains(t, <-second, "bytes of batches behind")
 	require.ErrorContains(t, <-third, "missed the batch at LSN 2 of partition 1")
 
@@ -357,7 +364,7 @@ func TestStreamFailsTheBatchesBeyondItsQueueBound(t *testing.T) {
 
 	// A batch larger than the bound goes when the queue is empty.
 	huge := make(chan error, 1)
-	o.push(st, batch(2, 2, make([]byte, streamQueueBytes)), huge)
+	enqueue(o, st, batch(2, 2, make([]byte, streamQueueBytes)), huge)
 	require.Empty(t, huge, "queued, not refused")
 	require.Equal(t, [][2]uint64{{2, 2}}, lsnsOf(<-tr.sent))
 	tr.answers <- applied
@@ -391,12 +398,13 @@ func TestStreamRemembersTheFirstBatchAReplicaMissedInEachClaim(t *testing.T) {
 	require.Empty(t, s.missed)
 }
 
-// oneSlowTransport confirms every message at once, except those to slow,
-// which it holds until their context ends, signalling each on sent.
+// oneSlowTransport confirms every message at once, signalling each on
+// confirmed, except those to slow, which it holds until their context
+// ends, signalling each on sent.
 type oneSlowTransport struct {
 	Transport
-	slow string
-	sent chan struct{}
+	slow            string
+	sent, confirmed chan struct{}
 }
 
 func (t oneSlowTransport) Replicate(ctx context.Context, to string, req Replicate) ([]error, error) {
@@ -405,13 +413,14 @@ func (t oneSlowTransport) Replicate(ctx context.Context, to string, req Replicat
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
+	t.confirmed <- struct{}{}
 	return make([]error, len(req.Batches)), nil
 }
 
 func TestOwnerMarksLaggingABackupWhoseQueueIsFull(t *testing.T) {
 	s, err := store.Open(store.Config{Dir: t.TempDir(), NoSync: true})
 	require.NoError(t, err)
-	tr := oneSlowTransport{slow: "c", sent: make(chan struct{}, 1)}
+	tr := oneSlowTransport{slow: "c", sent: make(chan struct{}, 1), confirmed: make(chan struct{}, 1)}
 	o, err := New(Config{Self: "a", Partitions: 4, Store: s, Transport: tr})
 	require.NoError(t, err)
 	t.Cleanup(func() { o.Close(); s.Close() })
@@ -426,18 +435,32 @@ func TestOwnerMarksLaggingABackupWhoseQueueIsFull(t *testing.T) {
 		return &store.Batch{Partition: 2, Epoch: 1, Prev: &store.Position{Epoch: 1, LSN: lsn - 1}, Writes: []store.KV{{Key: []byte("k"), Value: value}}}
 	}
 	results := make(chan error, fillers+1)
-	o.push(o.stream("c"), filler(1), results)
+	enqueue(o, o.stream("c"), filler(1), results)
 	<-tr.sent
 	for lsn := uint64(2); lsn <= fillers+1; lsn++ {
-		o.push(o.stream("c"), filler(lsn), results)
+		enqueue(o, o.stream("c"), filler(lsn), results)
 	}
 	require.Equal(t, streamQueueBytes, queuedBytes(o.stream("c")))
 
-	// A batch of partition 1 is refused by c's full queue on the way in;
-	// a and b confirm it, and c's refusal marks the partition lagging.
+	// A batch of partition 1 is refused by c's full queue on the way in,
+	// after b confirmed it (c's stream is locked until then); a and b make
+	// a majority, and c's refusal marks the partition lagging.
 	l, err := o.Lease(1)
 	require.NoError(t, err)
-	c := o.Submit(l, &store.Batch{Partition: 1, Writes: []store.KV{{Key: []byte("k"), Value: []byte("v")}}})
+	bs, cs := o.stream("b"), o.stream("c")
+	cs.mu.Lock()
+	commits := make(chan *Commit, 1)
+	go func() {
+		commits <- o.Submit(l, &store.Batch{Partition: 1, Writes: []store.KV{{Key: []byte("k"), Value: []byte("v")}}})
+	}()
+	<-tr.confirmed
+	require.Eventually(t, func() bool { // b's answer delivered, its sender gone
+		bs.mu.Lock()
+		defer bs.mu.Unlock()
+		return !bs.sending
+	}, 5*time.Second, time.Millisecond)
+	cs.mu.Unlock()
+	c := <-commits
 	<-c.Done()
 	l.Release()
 	require.NoError(t, c.Err())
