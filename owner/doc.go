@@ -32,8 +32,8 @@
 // lagging if a replica refused the batch by then, and exits; and, per
 // replica, a sender (stream.go: send) while batches are queued for it,
 // which sends them, many to a message, one message at a time, marks the
-// partition lagging for each batch the replica failed, and exits when the
-// queue is empty. HandleReplicate starts none: it
+// partition lagging for each queued batch the replica failed, and exits
+// when the queue is empty. HandleReplicate starts none: it
 // runs on its caller's goroutine (the router's RPC handler). See
 // docs/ARCHITECTURE.md for every goroutine of the library.
 package owner

@@ -513,6 +513,38 @@ func TestOwnerNoticesABackupThatMissedABatchTheMajorityConfirmed(t *testing.T) {
 	}
 }
 
+// Once both backups missed a batch of the claim, their streams refuse the
+// next one at once: it fails without waiting for answers that will not
+// come.
+func TestBatchEveryBackupRefusesAtOnceFailsAtOnce(t *testing.T) {
+	s, err := store.Open(store.Config{Dir: t.TempDir(), NoSync: true})
+	require.NoError(t, err)
+	o, err := New(Config{Self: "a", Partitions: 4, Store: s, Transport: flakyTransport{fail: map[string]bool{"b": true, "c": true}}})
+	require.NoError(t, err)
+	hung := false // Close would wait for the undecided batch's collector
+	t.Cleanup(func() {
+		if !hung {
+			o.Close()
+		}
+		s.Close()
+	})
+	require.True(t, o.parts[1].start(store.Claim{Epoch: 3, Owner: "a", Replicas: []string{"a", "b", "c"}}, store.Position{}, func() bool { return false }))
+	for _, want := range []string{"replica unreachable", "missed the batch at LSN 1"} {
+		l, err := o.Lease(1)
+		require.NoError(t, err)
+		c := o.Submit(l, &store.Batch{Partition: 1, Writes: []store.KV{{Key: []byte("k"), Value: []byte("v")}}})
+		select {
+		case <-c.Done():
+		case <-time.After(10 * time.Second):
+			hung = true
+			t.Fatal("the batch is still undecided")
+		}
+		l.Release()
+		require.ErrorIs(t, c.Err(), ErrNoQuorum)
+		require.ErrorContains(t, c.Err(), want)
+	}
+}
+
 func TestReplicaAppliesTheBatchesOfOneMessageInOrderWithAnOutcomeEach(t *testing.T) {
 	ctx := context.Background()
 	r, s := replicaOf(t)

@@ -100,7 +100,8 @@ func (o *Owner) stream(to string) *stream {
 // It starts the stream's sender if none runs. A batch the replica would
 // refuse (it missed an earlier one of the claim), or one that would take
 // the queue past streamQueueBytes, is not queued: push returns its
-// refusal, and nothing goes to result.
+// refusal, and nothing goes to result; the caller counts it as the
+// replica's answer (and marks the partition lagging).
 func (o *Owner) push(s *stream, b *store.Batch, result chan<- error) error {
 	s.mu.Lock()
 	if err := s.refusal(b); err != nil {
