@@ -129,8 +129,7 @@ func (o *Owner) push(s *stream, b *store.Batch, result chan<- error) error {
 // time, until the queue is empty.
 func (o *Owner) send(s *stream) {
 	for {
-		next, refused := s.take()
-		o.markMissed(refused)
+		next := s.take()
 		if next == nil {
 			return
 		}
@@ -253,10 +252,11 @@ func (o *Owner) sendReplicate(to string, req Replicate) ([]error, error) {
 }
 
 // take removes the batches of the next message from the queue, failing
-// on the way, and returning as refused, those the replica would refuse (it
-// missed an earlier batch of their claim since they were queued); or it
-// reports (nil) an empty queue after marking the sender gone.
-func (s *stream) take() (next []queued, refused []*store.Batch) {
+// on the way those the replica would refuse (it missed an earlier batch of
+// their claim since they were queued: that miss marked the partition
+// lagging); or it reports (nil) an empty queue after marking the sender
+// gone.
+func (s *stream) take() (next []queued) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n, size := 0, 0
@@ -266,7 +266,6 @@ func (s *stream) take() (next []queued, refused []*store.Batch) {
 		if err := s.refusal(q.b); err != nil {
 			s.queuedBytes -= bytes
 			q.result <- err
-			refused = append(refused, q.b)
 			continue
 		}
 		if len(next) > 0 && size+bytes > replicateMessageBytes {
@@ -281,7 +280,7 @@ func (s *stream) take() (next []queued, refused []*store.Batch) {
 	if len(next) == 0 {
 		s.sending = false
 	}
-	return next, refused
+	return next
 }
 
 // batchBytes is what b counts toward replicateMessageBytes: its keys,
