@@ -177,18 +177,27 @@ func (s *stream) deliver(next []queued, errs []error, err error) (failed []*stor
 // miss records that the replica failed b, with err: it refuses the
 // batches of b's claim that follow b. s.mu must be held.
 func (s *stream) miss(b *store.Batch, err error) {
+	stale := errors.Is(err, epoch.ErrStale)
+	if m := s.missedIn(b); m != nil {
+		m.lsn, m.stale = min(m.lsn, b.Prev.LSN+1), m.stale || stale
+		return
+	}
 	if s.missed == nil {
 		s.missed = map[int][]missedBatch{}
 	}
-	stale := errors.Is(err, epoch.ErrStale)
+	s.missed[b.Partition] = append(s.missed[b.Partition], missedBatch{epoch: b.Epoch, lsn: b.Prev.LSN + 1, stale: stale})
+}
+
+// missedIn returns the first batch the replica missed in b's claim, or nil.
+// s.mu must be held.
+func (s *stream) missedIn(b *store.Batch) *missedBatch {
 	ms := s.missed[b.Partition]
 	for i := range ms {
-		if m := &ms[i]; m.epoch == b.Epoch {
-			m.lsn, m.stale = min(m.lsn, b.Prev.LSN+1), m.stale || stale
-			return
+		if ms[i].epoch == b.Epoch {
+			return &ms[i]
 		}
 	}
-	s.missed[b.Partition] = append(ms, missedBatch{epoch: b.Epoch, lsn: b.Prev.LSN + 1, stale: stale})
+	return nil
 }
 
 // forgetOlder drops the misses of b's partition in claims older than b's,
@@ -214,12 +223,7 @@ func (s *stream) forgetOlder(b *store.Batch) {
 // batch of the claim as stale, so that the owner still learns it was
 // replaced. s.mu must be held.
 func (s *stream) refusal(b *store.Batch) error {
-	var m *missedBatch
-	for i, mb := range s.missed[b.Partition] {
-		if mb.epoch == b.Epoch {
-			m = &s.missed[b.Partition][i]
-		}
-	}
+	m := s.missedIn(b)
 	switch {
 	case m == nil || b.Prev.LSN < m.lsn:
 		return nil
