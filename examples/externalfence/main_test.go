@@ -31,9 +31,9 @@ func TestStaleOwnersUpdateChangesNoRow(t *testing.T) {
 
 	require.ErrorIs(t, o.StaleCall, router.ErrHandler, "the fenced handler failed its call")
 	require.ErrorContains(t, o.StaleCall, "fenced")
-	require.Equal(t, invoice{ID: "invoice-42", Status: "paid", WrittenBy: o.NewOwner, Fence: int64(o.NewEpoch)}, o.Row,
+	require.Equal(t, invoice{ID: invoiceID, Status: "paid", WrittenBy: o.NewOwner, Fence: int64(o.NewEpoch)}, o.Row,
 		"the row holds the new owner's write and epoch")
 
 	require.Equal(t, int64(1), o.UnfencedRows, "without the predicate the stale write applies")
-	require.Equal(t, invoice{ID: "invoice-42 (copy)", Status: "cancelled", WrittenBy: o.OldOwner, Fence: int64(o.OldEpoch)}, o.Copy)
+	require.Equal(t, invoice{ID: copyID, Status: "cancelled", WrittenBy: o.OldOwner, Fence: int64(o.OldEpoch)}, o.Copy)
 }

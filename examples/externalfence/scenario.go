@@ -13,10 +13,14 @@ import (
 	"github.com/singlewriter/singlewriter/store"
 )
 
-// The invoice the scenario writes, and the copy of its row the
-// counterfactual runs on.
-const (
-	invoiceID = "invoice-42"
+// joiner is the node that joins while the owner's handler is paused.
+const joiner = "node-3"
+
+// The invoice the scenario writes, the first from invoice-42 on whose
+// partition moves to joiner when it joins the three nodes run starts, and
+// the copy of its row the counterfactual runs on.
+var (
+	invoiceID = cluster.MovingKey("invoice-%d", 42, []string{"node-0", "node-1", "node-2"}, joiner)
 	copyID    = invoiceID + " (copy)"
 )
 
@@ -64,15 +68,22 @@ func (d *demo) scenario(ctx context.Context, c *cluster.Cluster) (*outcome, erro
 	}
 	fmt.Fprintf(d.w, "   It holds epoch %d.\n", staleEpoch)
 
-	left := make(chan error, 1)
-	go func() { left <- c.Leave(ctx, old) }()
-	next, err := waitMoved(ctx, others[0], o.Partition, o.OldOwner)
+	// The old owner stays up: a node that left would end the paused call
+	// with it, before its late UPDATE.
+	joined, err := c.Start(ctx, joiner)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.WaitSettled(ctx); err != nil {
+		return nil, err
+	}
+	next, err := waitMoved(ctx, joined, o.Partition, o.OldOwner)
 	if err != nil {
 		return nil, err
 	}
 	o.NewOwner = next.Owner
-	fmt.Fprintf(d.w, "\n3. Meanwhile %s leaves (a deploy); %s takes partition %d at epoch %d and sets \"paid\":\n",
-		o.OldOwner, o.NewOwner, o.Partition, next.Epoch)
+	fmt.Fprintf(d.w, "\n3. Meanwhile %s joins (scaling out); %s's drain gives up on the paused call, and\n   %s takes partition %d at epoch %d and sets \"paid\":\n",
+		joiner, o.OldOwner, o.NewOwner, o.Partition, next.Epoch)
 	if err := d.call(ctx, others[0], "set-status", "paid"); err != nil {
 		return nil, err
 	}
@@ -85,9 +96,6 @@ func (d *demo) scenario(ctx context.Context, c *cluster.Cluster) (*outcome, erro
 	fmt.Fprintf(d.w, "\n4. The paused handler on %s resumes and runs its UPDATE at epoch %d:\n", o.OldOwner, staleEpoch)
 	close(d.release)
 	o.StaleCall = <-stale
-	if err := <-left; err != nil {
-		return nil, fmt.Errorf("%s's Leave: %w", o.OldOwner, err)
-	}
 	a := d.lastAttempt()
 	if o.StaleCall == nil || a.Node != o.OldOwner || a.Rows != 0 {
 		return nil, fmt.Errorf("the paused owner's write was not fenced: %d rows, call error %v", a.Rows, o.StaleCall)
