@@ -150,6 +150,9 @@ func (n *Node) route(ctx context.Context, p int, req callRequest) (callResponse,
 	if err != nil {
 		return callResponse{}, err
 	}
+	if deadline, ok := ctx.Deadline(); ok {
+		req.Budget = max(time.Until(deadline), time.Nanosecond)
+	}
 	b, err := n.client.CallNode(ctx, c.Owner, addr, msgCall, req.encode())
 	if err != nil {
 		return callResponse{}, err

@@ -2,6 +2,7 @@ package router
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/singlewriter/singlewriter/epoch"
 	"github.com/singlewriter/singlewriter/internal/wire"
@@ -50,6 +51,10 @@ type callRequest struct {
 	Key     []byte
 	Method  string
 	Payload []byte
+	// Budget is the time the caller had left when the request was sent
+	// (zero: its context has no deadline). The owner runs the call under
+	// that much: a relative time, so that the nodes' clocks need not agree.
+	Budget time.Duration
 }
 
 func (r callRequest) encode() []byte {
@@ -58,14 +63,18 @@ func (r callRequest) encode() []byte {
 	e.Bytes(r.Key)
 	e.String(r.Method)
 	e.Bytes(r.Payload)
+	e.Uvarint(uint64(r.Budget))
 	return e.Out()
 }
 
 func decodeCallRequest(b []byte) (callRequest, error) {
 	d := wire.NewDecoder(b)
-	r := callRequest{ID: d.Bytes(), Key: d.Bytes(), Method: d.String(), Payload: d.Bytes()}
+	r := callRequest{ID: d.Bytes(), Key: d.Bytes(), Method: d.String(), Payload: d.Bytes(), Budget: time.Duration(d.Uvarint())}
 	if err := d.Finish(); err != nil {
 		return r, fmt.Errorf("router: decode call: %w", err)
+	}
+	if r.Budget < 0 {
+		return r, fmt.Errorf("router: decode call: %w: budget of %d ns", wire.ErrMalformed, uint64(r.Budget))
 	}
 	return r, nil
 }

@@ -80,8 +80,9 @@ type job struct {
 }
 
 // execute runs a call that reached this node and returns its outcome.
-// If ctx ends first the call may still complete; a retry with the same
-// request ID then returns its stored response.
+// If ctx ends first the call does not start if it has not yet (it was
+// queued behind its key's earlier calls), and may still complete if it
+// has; a retry with the same request ID then returns its stored response.
 func (n *Node) execute(ctx context.Context, req callRequest) callResponse {
 	h := n.handler(req.Method)
 	if h == nil {
@@ -131,6 +132,12 @@ func (pe *partExec) work(n *Node, key string) {
 		j := q[0]
 		pe.queues[key] = q[1:]
 		pe.mu.Unlock()
+		if err := j.ctx.Err(); err != nil {
+			// Its caller gave up (execute answered already) before it
+			// started: running it would only delay the calls behind it.
+			j.done <- callResponse{Status: statusUnavailable, Body: []byte(err.Error())}
+			continue
+		}
 		pe.run(n, j)
 	}
 }

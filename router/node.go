@@ -26,8 +26,9 @@ const placementVersion = 1
 // RPC handshake, the router's and the owner's messages, the gossiped
 // claims). Bump it with any change to them: nodes of builds that differ
 // refuse each other at join, with ring.ErrIncompatible naming both, rather
-// than fail on every message. Version 2 added Sync.Wait and SyncReply.
-const protocolVersion = 2
+// than fail on every message. Version 2 added Sync.Wait and SyncReply,
+// version 3 a call's deadline (callRequest.Budget).
+const protocolVersion = 3
 
 // Node is one member of a cluster: it serves the partitions it owns and
 // routes calls for the others. Create it with New, register handlers with

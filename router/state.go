@@ -12,6 +12,14 @@ import (
 // changes in one commit, and a retry with the same request ID gets them
 // back without running again. A non-nil error makes the call write nothing
 // and reaches the caller wrapped in ErrHandler.
+//
+// ctx is the caller's own context when the call entered at the owner. A
+// call forwarded from another node runs under the caller's deadline (the
+// time the caller had left when the request was sent, so it ends no
+// earlier than the caller's), and its ctx also ends when the connection
+// from that node drops; a cancellation before the deadline is not sent.
+// Either way ctx ends when the node closes, and a call whose ctx ends
+// while it waits behind its key's earlier calls does not run.
 type Handler func(ctx context.Context, req *Request) ([]byte, error)
 
 // Request is one call as its handler sees it.

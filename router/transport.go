@@ -91,6 +91,11 @@ func (n *Node) serve(ctx context.Context, typ uint8, body []byte) ([]byte, error
 		if err != nil {
 			return nil, err
 		}
+		if req.Budget > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, req.Budget)
+			defer cancel()
+		}
 		return n.execute(ctx, req).encode(), nil
 	case msgPrepare:
 		req, err := owner.DecodePrepare(body)

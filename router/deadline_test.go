@@ -1,0 +1,164 @@
+package router
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/singlewriter/singlewriter/internal/wire"
+	"github.com/stretchr/testify/require"
+)
+
+// A forwarded call runs under its caller's deadline, as a call entering
+// at the owner does: a handler that waits on something outside (a
+// database, another service) learns that its caller gave up.
+func TestForwardedCallRunsUnderTheCallersDeadline(t *testing.T) {
+	ended := make(chan error, 1)
+	c := newReplicatedCluster(t, 2, 1, func(n *Node) {
+		n.Handle("deadline", func(ctx context.Context, _ *Request) ([]byte, error) {
+			d, ok := ctx.Deadline()
+			if !ok {
+				return nil, nil
+			}
+			return binary.BigEndian.AppendUint64(nil, uint64(d.UnixNano())), nil
+		})
+		n.Handle("wait", func(ctx context.Context, _ *Request) ([]byte, error) {
+			<-ctx.Done() // the node's Close, should the deadline not come
+			ended <- ctx.Err()
+			return nil, ctx.Err()
+		})
+	})
+	entry := c.nodes[0]
+	key := keyOwnedBy(entry, c.nodes[1].Name())
+
+	want := time.Now().Add(time.Hour)
+	ctx, cancel := context.WithDeadline(context.Background(), want)
+	defer cancel()
+	b, err := entry.Call(ctx, key, "deadline", nil)
+	require.NoError(t, err)
+	require.Len(t, b, 8, "the owner ran the call without a deadline")
+	got := time.Unix(0, int64(binary.BigEndian.Uint64(b)))
+	// The owner's deadline is its receipt plus the time the caller had
+	// left when it sent: no earlier than the caller's, later by the hop.
+	require.WithinRange(t, got, want.Add(-time.Millisecond), want.Add(10*time.Second))
+
+	b, err = entry.Call(context.Background(), key, "deadline", nil)
+	require.NoError(t, err)
+	require.Empty(t, b, "a caller without a deadline gave the owner one")
+
+	ctx, cancel = context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err = entry.Call(ctx, key, "wait", nil)
+	require.ErrorIs(t, err, ErrUnavailable)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	select {
+	case err := <-ended:
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the owner's handler still runs 10 s after its caller's deadline")
+	}
+}
+
+// A call whose caller gave up while it waited behind its key's earlier
+// calls does not run: the caller has its answer (ErrUnavailable), and a
+// backlog of abandoned calls would delay every call after it. Both for a
+// call that entered at the owner (its context is the caller's) and for a
+// forwarded one (its context ends at the caller's deadline).
+func TestQueuedCallWhoseCallerGaveUpDoesNotRun(t *testing.T) {
+	for _, forwarded := range []bool{false, true} {
+		t.Run(fmt.Sprintf("forwarded=%v", forwarded), func(t *testing.T) {
+			started, proceed := make(chan struct{}), make(chan struct{})
+			var mu sync.Mutex
+			var ran []string
+			c := newReplicatedCluster(t, 2, 1, func(n *Node) {
+				n.Handle("inc", func(ctx context.Context, req *Request) ([]byte, error) {
+					mu.Lock()
+					ran = append(ran, string(req.Payload))
+					mu.Unlock()
+					if string(req.Payload) == "first" {
+						close(started)
+						select {
+						case <-proceed:
+						case <-ctx.Done(): // the test failed and closes the node
+							return nil, ctx.Err()
+						}
+					}
+					return counter(ctx, req)
+				})
+			})
+			letGo := sync.OnceFunc(func() { close(proceed) })
+			t.Cleanup(letGo) // before the cluster closes, should the test fail first
+			owner := c.nodes[1]
+			entry := owner
+			if forwarded {
+				entry = c.nodes[0]
+			}
+			key := keyOwnedBy(owner, owner.Name())
+			pe := owner.exec.parts[owner.Partition(key)]
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+
+			first := make(chan error, 1)
+			go func() {
+				_, err := owner.Call(ctx, key, "inc", []byte("first"))
+				first <- err
+			}()
+			<-started
+
+			gaveUp := make(chan error, 1)
+			abandoned, cancelAbandoned := context.WithTimeout(ctx, time.Second)
+			defer cancelAbandoned()
+			go func() {
+				_, err := entry.Call(abandoned, key, "inc", []byte("abandoned"))
+				gaveUp <- err
+			}()
+			var queued *job
+			waitFor(t, 10*time.Second, func() error {
+				pe.mu.Lock()
+				defer pe.mu.Unlock()
+				if q := pe.queues[string(key)]; len(q) == 1 {
+					queued = q[0]
+					return nil
+				}
+				return errors.New("the second call is not queued behind the first")
+			})
+			require.ErrorIs(t, <-gaveUp, context.DeadlineExceeded)
+			select {
+			case <-queued.ctx.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the queued call's context did not end with its caller's")
+			}
+
+			letGo()
+			require.NoError(t, <-first)
+			v, err := owner.Call(ctx, key, "inc", []byte("last"))
+			require.NoError(t, err)
+			mu.Lock()
+			defer mu.Unlock()
+			require.Equal(t, []string{"first", "last"}, ran, "handlers run")
+			require.Equal(t, uint64(2), binary.BigEndian.Uint64(v))
+		})
+	}
+}
+
+// The budget travels with the call; a budget no Duration can hold is
+// refused as malformed rather than run as already expired.
+func TestCallBudgetSurvivesTheWireAndAnOverflowingOneIsRefused(t *testing.T) {
+	req := callRequest{ID: []byte("id"), Key: []byte("k"), Method: "m", Payload: []byte("p"), Budget: 1500 * time.Millisecond}
+	got, err := decodeCallRequest(req.encode())
+	require.NoError(t, err)
+	require.Equal(t, req, got)
+
+	var e wire.Encoder
+	e.Bytes(req.ID)
+	e.Bytes(req.Key)
+	e.String(req.Method)
+	e.Bytes(req.Payload)
+	e.Uvarint(1 << 63)
+	_, err = decodeCallRequest(e.Out())
+	require.ErrorIs(t, err, wire.ErrMalformed)
+}
