@@ -40,7 +40,7 @@ func RequestID(id []byte) CallOption {
 // answers or ctx ends. Its errors match ErrUnavailable (no owner answered
 // in time), ErrUnknownMethod, ErrHandler, ErrStaleEpoch (replication factor
 // 1 only: the handler ran but the partition moved on before its commit:
-// nothing was written), ErrPayloadTooLarge, ErrResultTooLarge, ErrEmptyKey,
+// nothing was written), ErrOverloaded, ErrPayloadTooLarge, ErrResultTooLarge, ErrEmptyKey,
 // ErrKeyTooLarge or ErrClosed; or, with nothing written and no retry, an
 // error naming a write the owner's store refuses (a node whose limits
 // differ from this one's).
@@ -86,6 +86,8 @@ func (n *Node) Call(ctx context.Context, key []byte, method string, payload []by
 				return nil, fmt.Errorf("%w: %s; nothing was written", ErrResultTooLarge, r.Body)
 			case statusInvalid:
 				return nil, fmt.Errorf("router: the owner's store refuses the call's write (%s); nothing was written", r.Body)
+			case statusOverloaded:
+				return nil, fmt.Errorf("%w: %s", ErrOverloaded, r.Body)
 			case statusStale:
 				refusal := strings.TrimPrefix(string(r.Body), "epoch: ")
 				if n.cfg.ReplicationFactor == 1 {

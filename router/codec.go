@@ -44,6 +44,9 @@ const (
 	// statusInvalid: the owner's store refuses the call's write as
 	// invalid (store.Batch.Validate); nothing was written.
 	statusInvalid
+	// statusOverloaded: the node held Config.MaxPendingCalls calls; the
+	// call did not run.
+	statusOverloaded
 )
 
 type callRequest struct {

@@ -71,6 +71,14 @@ type Config struct {
 	// after the handler ran, writing nothing (ErrResultTooLarge). Zero
 	// means 1 MiB. Every node must use the same value.
 	MaxPayload int
+	// MaxPendingCalls bounds the calls this node holds as their keys'
+	// owner at once, from their arrival until their answer: queued behind
+	// their key's earlier calls, running, or waiting for their commit. A
+	// call beyond it fails at once with ErrOverloaded, before its handler
+	// runs, so that a burst larger than the node can serve is refused
+	// instead of held in memory (each call keeps its payload) until its
+	// callers give up. Zero means 10,000; negative means no bound.
+	MaxPendingCalls int
 	// SecretKey, if set, encrypts gossip (16, 24 or 32 bytes) and
 	// authenticates the setup of RPC connections (each end proves it
 	// knows the key before a request is read), which keeps out whoever
@@ -140,6 +148,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxPayload < 0 {
 		return fmt.Errorf("router: Config.MaxPayload is %d, want > 0", c.MaxPayload)
+	}
+	if c.MaxPendingCalls == 0 {
+		c.MaxPendingCalls = 10_000
 	}
 	if c.DedupRetention <= 0 {
 		c.DedupRetention = time.Hour

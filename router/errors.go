@@ -26,6 +26,14 @@ var (
 	// message between nodes could be committed on the owner and then never
 	// reach its replicas or its caller.
 	ErrResultTooLarge = errors.New("router: handler result too large")
+	// ErrOverloaded is returned by Call, without a retry, when the owner
+	// already held Config.MaxPendingCalls calls: this attempt did not run,
+	// and the caller decides whether and when to try again. Like
+	// ErrUnavailable it does not prove that nothing was written: an
+	// earlier attempt of the same Call, cut off with its connection, may
+	// still complete (a retry with the same request ID returns its
+	// response).
+	ErrOverloaded = errors.New("router: owner overloaded")
 	// ErrEmptyKey is returned by Call for an empty key.
 	ErrEmptyKey = errors.New("router: empty key")
 	// ErrKeyTooLarge is returned by Call, before anything is sent, for a

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -20,6 +21,9 @@ import (
 type executor struct {
 	n     *Node
 	parts []*partExec
+	// pending counts the calls admitted by execute and not yet answered
+	// (Config.MaxPendingCalls).
+	pending atomic.Int64
 }
 
 func newExecutor(n *Node) *executor {
@@ -77,6 +81,14 @@ type job struct {
 	req  callRequest
 	h    Handler
 	done chan callResponse
+	// pending is the executor's count of calls not yet answered.
+	pending *atomic.Int64
+}
+
+// answer gives the job its one response.
+func (j *job) answer(r callResponse) {
+	j.done <- r
+	j.pending.Add(-1)
 }
 
 // execute runs a call that reached this node and returns its outcome.
@@ -88,11 +100,16 @@ func (n *Node) execute(ctx context.Context, req callRequest) callResponse {
 	if h == nil {
 		return callResponse{Status: statusUnknownMethod, Body: []byte(req.Method)}
 	}
-	j := &job{ctx: ctx, req: req, h: h, done: make(chan callResponse, 1)}
+	j := &job{ctx: ctx, req: req, h: h, done: make(chan callResponse, 1), pending: &n.exec.pending}
 	n.closeMu.RLock()
 	if n.closed {
 		n.closeMu.RUnlock()
 		return callResponse{Status: statusUnavailable, Body: []byte(ErrClosed.Error())}
+	}
+	if pending := j.pending.Add(1); n.cfg.MaxPendingCalls > 0 && pending > int64(n.cfg.MaxPendingCalls) {
+		n.closeMu.RUnlock()
+		j.pending.Add(-1)
+		return callResponse{Status: statusOverloaded, Body: fmt.Appendf(nil, "%s holds %d calls, its Config.MaxPendingCalls", n.cfg.Name, n.cfg.MaxPendingCalls)}
 	}
 	n.exec.parts[n.Partition(req.Key)].enqueue(n, j)
 	n.closeMu.RUnlock()
@@ -135,7 +152,7 @@ func (pe *partExec) work(n *Node, key string) {
 		if err := j.ctx.Err(); err != nil {
 			// Its caller gave up (execute answered already) before it
 			// started: running it would only delay the calls behind it.
-			j.done <- callResponse{Status: statusUnavailable, Body: []byte(err.Error())}
+			j.answer(callResponse{Status: statusUnavailable, Body: []byte(err.Error())})
 			continue
 		}
 		pe.run(n, j)
@@ -147,7 +164,7 @@ func (pe *partExec) work(n *Node, key string) {
 func (pe *partExec) run(n *Node, j *job) {
 	lease, err := n.owner.Lease(pe.p)
 	if err != nil {
-		j.done <- notServed(err)
+		j.answer(notServed(err))
 		return
 	}
 	id := dedupID(j.req)
@@ -161,7 +178,7 @@ func (pe *partExec) run(n *Node, j *job) {
 			<-pr.done
 			lease.Release()
 			// A copy: the first call's caller owns pr.body.
-			j.done <- committed(bytes.Clone(pr.body), pr.err)
+			j.answer(committed(bytes.Clone(pr.body), pr.err))
 		}()
 		return
 	}
@@ -170,13 +187,13 @@ func (pe *partExec) run(n *Node, j *job) {
 			err = confirm(n, lease)
 		}
 		lease.Release()
-		j.done <- committed(body, err)
+		j.answer(committed(body, err))
 		return
 	}
 	st, err := pe.state(n, j.req.Key, lease.Epoch)
 	if err != nil {
 		lease.Release()
-		j.done <- committed(nil, err)
+		j.answer(committed(nil, err))
 		return
 	}
 	req := &Request{Key: j.req.Key, Method: j.req.Method, Payload: j.req.Payload, Partition: pe.p, Epoch: lease.Epoch, State: st}
@@ -186,7 +203,7 @@ func (pe *partExec) run(n *Node, j *job) {
 			// The handler ended this goroutine (runtime.Goexit): its call
 			// fails, and a new worker takes the rest of the key's queue.
 			lease.Release()
-			j.done <- callResponse{Status: statusHandlerError, Body: []byte("the handler ended its goroutine (runtime.Goexit)")}
+			j.answer(callResponse{Status: statusHandlerError, Body: []byte("the handler ended its goroutine (runtime.Goexit)")})
 			n.wg.Add(1)
 			go pe.work(n, string(j.req.Key))
 		}
@@ -195,12 +212,12 @@ func (pe *partExec) run(n *Node, j *job) {
 	returned = true
 	if err != nil {
 		lease.Release()
-		j.done <- callResponse{Status: statusHandlerError, Body: []byte(err.Error())}
+		j.answer(callResponse{Status: statusHandlerError, Body: []byte(err.Error())})
 		return
 	}
 	if size := len(body) + len(st.value); size > n.cfg.MaxPayload {
 		lease.Release()
-		j.done <- callResponse{Status: statusTooLarge, Body: fmt.Appendf(nil, "response and value of %d bytes, limit %d", size, n.cfg.MaxPayload)}
+		j.answer(callResponse{Status: statusTooLarge, Body: fmt.Appendf(nil, "response and value of %d bytes, limit %d", size, n.cfg.MaxPayload)})
 		return
 	}
 	pe.submit(n, j, lease, id, st, body)
@@ -218,7 +235,7 @@ func (pe *partExec) submit(n *Node, j *job, lease owner.Lease, dedup []byte, st 
 	}
 	if err := b.Validate(); err != nil {
 		lease.Release()
-		j.done <- callResponse{Status: statusInvalid, Body: []byte(err.Error())}
+		j.answer(callResponse{Status: statusInvalid, Body: []byte(err.Error())})
 		return
 	}
 	key, id := string(j.req.Key), string(dedup)
@@ -251,7 +268,7 @@ func (pe *partExec) submit(n *Node, j *job, lease owner.Lease, dedup []byte, st 
 		case pr.err != nil:
 			n.failedCommits.Add(1)
 		}
-		j.done <- committed(body, pr.err)
+		j.answer(committed(body, pr.err))
 	}()
 }
 
