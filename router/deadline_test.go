@@ -3,9 +3,7 @@ package router
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -71,43 +69,24 @@ func TestForwardedCallRunsUnderTheCallersDeadline(t *testing.T) {
 func TestQueuedCallWhoseCallerGaveUpDoesNotRun(t *testing.T) {
 	for _, forwarded := range []bool{false, true} {
 		t.Run(fmt.Sprintf("forwarded=%v", forwarded), func(t *testing.T) {
-			started, proceed := make(chan struct{}), make(chan struct{})
-			var mu sync.Mutex
-			var ran []string
-			c := newReplicatedCluster(t, 2, 1, func(n *Node) {
-				n.Handle("inc", func(ctx context.Context, req *Request) ([]byte, error) {
-					mu.Lock()
-					ran = append(ran, string(req.Payload))
-					mu.Unlock()
-					if string(req.Payload) == "first" {
-						close(started)
-						select {
-						case <-proceed:
-						case <-ctx.Done(): // the test failed and closes the node
-							return nil, ctx.Err()
-						}
-					}
-					return counter(ctx, req)
-				})
-			})
-			letGo := sync.OnceFunc(func() { close(proceed) })
-			t.Cleanup(letGo) // before the cluster closes, should the test fail first
+			h := newHoldingCounter()
+			c := newReplicatedCluster(t, 2, 1, func(n *Node) { n.Handle("inc", h.handle) })
+			t.Cleanup(h.release) // before the cluster closes, should the test fail first
 			owner := c.nodes[1]
 			entry := owner
 			if forwarded {
 				entry = c.nodes[0]
 			}
 			key := keyOwnedBy(owner, owner.Name())
-			pe := owner.exec.parts[owner.Partition(key)]
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 
 			first := make(chan error, 1)
 			go func() {
-				_, err := owner.Call(ctx, key, "inc", []byte("first"))
+				_, err := owner.Call(ctx, key, "inc", []byte("hold"))
 				first <- err
 			}()
-			<-started
+			<-h.started
 
 			gaveUp := make(chan error, 1)
 			abandoned, cancelAbandoned := context.WithTimeout(ctx, time.Second)
@@ -116,16 +95,7 @@ func TestQueuedCallWhoseCallerGaveUpDoesNotRun(t *testing.T) {
 				_, err := entry.Call(abandoned, key, "inc", []byte("abandoned"))
 				gaveUp <- err
 			}()
-			var queued *job
-			waitFor(t, 10*time.Second, func() error {
-				pe.mu.Lock()
-				defer pe.mu.Unlock()
-				if q := pe.queues[string(key)]; len(q) == 1 {
-					queued = q[0]
-					return nil
-				}
-				return errors.New("the second call is not queued behind the first")
-			})
+			queued := waitQueued(t, owner, key, 1)[0]
 			require.ErrorIs(t, <-gaveUp, context.DeadlineExceeded)
 			select {
 			case <-queued.ctx.Done():
@@ -133,13 +103,11 @@ func TestQueuedCallWhoseCallerGaveUpDoesNotRun(t *testing.T) {
 				t.Fatal("the queued call's context did not end with its caller's")
 			}
 
-			letGo()
+			h.release()
 			require.NoError(t, <-first)
 			v, err := owner.Call(ctx, key, "inc", []byte("last"))
 			require.NoError(t, err)
-			mu.Lock()
-			defer mu.Unlock()
-			require.Equal(t, []string{"first", "last"}, ran, "handlers run")
+			require.Equal(t, []string{"hold", "last"}, h.runs(), "handlers run")
 			require.Equal(t, uint64(2), binary.BigEndian.Uint64(v))
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -245,3 +246,60 @@ func get(_ context.Context, req *Request) ([]byte, error) {
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// holdingCounter is a counter handler that records the payload of every
+// call it runs, and holds the call whose payload is "hold" until release.
+type holdingCounter struct {
+	// started is closed when the held call has started.
+	started, proceed chan struct{}
+	// release lets the held call go on; it may be called more than once.
+	release func()
+	mu      sync.Mutex
+	ran     []string
+}
+
+func newHoldingCounter() *holdingCounter {
+	h := &holdingCounter{started: make(chan struct{}), proceed: make(chan struct{})}
+	h.release = sync.OnceFunc(func() { close(h.proceed) })
+	return h
+}
+
+func (h *holdingCounter) handle(ctx context.Context, req *Request) ([]byte, error) {
+	h.mu.Lock()
+	h.ran = append(h.ran, string(req.Payload))
+	h.mu.Unlock()
+	if string(req.Payload) == "hold" {
+		close(h.started)
+		select {
+		case <-h.proceed:
+		case <-ctx.Done(): // the test failed and closes the node
+			return nil, ctx.Err()
+		}
+	}
+	return counter(ctx, req)
+}
+
+// runs returns the payloads of the calls run so far, in order.
+func (h *holdingCounter) runs() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.ran)
+}
+
+// waitQueued waits until want calls wait in key's queue on its owner
+// (behind the one running), and returns them.
+func waitQueued(t testing.TB, owner *Node, key []byte, want int) []*job {
+	t.Helper()
+	pe := owner.exec.parts[owner.Partition(key)]
+	var queued []*job
+	waitFor(t, 10*time.Second, func() error {
+		pe.mu.Lock()
+		defer pe.mu.Unlock()
+		queued = slices.Clone(pe.queues[string(key)])
+		if len(queued) != want {
+			return fmt.Errorf("%d calls queued for %q, want %d", len(queued), key, want)
+		}
+		return nil
+	})
+	return queued
+}
