@@ -15,7 +15,7 @@ import (
 // at the owner does: a handler that waits on something outside (a
 // database, another service) learns that its caller gave up.
 func TestForwardedCallRunsUnderTheCallersDeadline(t *testing.T) {
-	ended := make(chan error, 1)
+	started, ended := make(chan struct{}), make(chan error, 1)
 	c := newReplicatedCluster(t, 2, 1, func(n *Node) {
 		n.Handle("deadline", func(ctx context.Context, _ *Request) ([]byte, error) {
 			d, ok := ctx.Deadline()
@@ -25,6 +25,7 @@ func TestForwardedCallRunsUnderTheCallersDeadline(t *testing.T) {
 			return binary.BigEndian.AppendUint64(nil, uint64(d.UnixNano())), nil
 		})
 		n.Handle("wait", func(ctx context.Context, _ *Request) ([]byte, error) {
+			close(started)
 			<-ctx.Done() // the node's Close, should the deadline not come
 			ended <- ctx.Err()
 			return nil, ctx.Err()
@@ -48,11 +49,18 @@ func TestForwardedCallRunsUnderTheCallersDeadline(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, b, "a caller without a deadline gave the owner one")
 
-	ctx, cancel = context.WithTimeout(context.Background(), time.Second)
+	// Long enough for the call to reach the owner's handler on a slow
+	// machine: one that has not started by its deadline never does.
+	ctx, cancel = context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	_, err = entry.Call(ctx, key, "wait", nil)
 	require.ErrorIs(t, err, ErrUnavailable)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
+	select {
+	case <-started:
+	default:
+		t.Fatal("the call did not reach the owner's handler before its deadline")
+	}
 	select {
 	case err := <-ended:
 		require.ErrorIs(t, err, context.DeadlineExceeded)
@@ -88,15 +96,20 @@ func TestQueuedCallWhoseCallerGaveUpDoesNotRun(t *testing.T) {
 			}()
 			<-h.started
 
+			// A forwarded call's cancellation is not sent, its deadline is:
+			// long enough for the call to be queued on a slow machine.
 			gaveUp := make(chan error, 1)
-			abandoned, cancelAbandoned := context.WithTimeout(ctx, time.Second)
+			abandoned, cancelAbandoned := context.WithTimeout(ctx, 3*time.Second)
 			defer cancelAbandoned()
 			go func() {
 				_, err := entry.Call(abandoned, key, "inc", []byte("abandoned"))
 				gaveUp <- err
 			}()
 			queued := waitQueued(t, owner, key, 1)[0]
-			require.ErrorIs(t, <-gaveUp, context.DeadlineExceeded)
+			if !forwarded {
+				cancelAbandoned()
+			}
+			require.ErrorIs(t, <-gaveUp, ErrUnavailable)
 			select {
 			case <-queued.ctx.Done():
 			case <-time.After(10 * time.Second):

@@ -92,9 +92,10 @@ func (j *job) answer(r callResponse) {
 }
 
 // execute runs a call that reached this node and returns its outcome.
-// If ctx ends first the call does not start if it has not yet (it was
-// queued behind its key's earlier calls), and may still complete if it
-// has; a retry with the same request ID then returns its stored response.
+// If ctx ends first, a call still queued behind its key's earlier calls
+// is answered without running when its turn comes, and one already taken
+// from the queue may still complete; a retry with the same request ID
+// then returns its stored response.
 func (n *Node) execute(ctx context.Context, req callRequest) callResponse {
 	h := n.handler(req.Method)
 	if h == nil {
