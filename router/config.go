@@ -73,11 +73,14 @@ type Config struct {
 	MaxPayload int
 	// MaxPendingCalls bounds the calls this node holds as their keys'
 	// owner at once, from their arrival until their answer: queued behind
-	// their key's earlier calls, running, or waiting for their commit. A
-	// call beyond it fails at once with ErrOverloaded, before its handler
-	// runs, so that a burst larger than the node can serve is refused
-	// instead of held in memory (each call keeps its payload) until its
-	// callers give up. Zero means 10,000; negative means no bound.
+	// their key's earlier calls, running, or waiting for their commit (a
+	// queued call whose caller gave up counts until its turn comes, when
+	// it is dropped). A call beyond it fails at once with ErrOverloaded,
+	// before its handler runs, so that a burst larger than the node can
+	// serve is refused instead of held in memory (each call keeps its
+	// payload) until its callers give up; so is a retry that would only
+	// have returned a stored response. Zero means 10,000; negative means no
+	// bound.
 	MaxPendingCalls int
 	// SecretKey, if set, encrypts gossip (16, 24 or 32 bytes) and
 	// authenticates the setup of RPC connections (each end proves it

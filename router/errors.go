@@ -30,9 +30,9 @@ var (
 	// already held Config.MaxPendingCalls calls: this attempt did not run,
 	// and the caller decides whether and when to try again. Like
 	// ErrUnavailable it does not prove that nothing was written: an
-	// earlier attempt of the same Call, cut off with its connection, may
-	// still complete (a retry with the same request ID returns its
-	// response).
+	// earlier attempt of the same Call (cut off with its connection, or
+	// refused by a replica) may have committed, or may still; a retry with
+	// the same request ID returns its response once the owner admits it.
 	ErrOverloaded = errors.New("router: owner overloaded")
 	// ErrEmptyKey is returned by Call for an empty key.
 	ErrEmptyKey = errors.New("router: empty key")

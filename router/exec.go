@@ -85,10 +85,11 @@ type job struct {
 	pending *atomic.Int64
 }
 
-// answer gives the job its one response.
+// answer gives the job its one response. The call stops counting first:
+// its caller, once answered, may send its next call at once.
 func (j *job) answer(r callResponse) {
-	j.done <- r
 	j.pending.Add(-1)
+	j.done <- r
 }
 
 // execute runs a call that reached this node and returns its outcome.
@@ -107,18 +108,36 @@ func (n *Node) execute(ctx context.Context, req callRequest) callResponse {
 		n.closeMu.RUnlock()
 		return callResponse{Status: statusUnavailable, Body: []byte(ErrClosed.Error())}
 	}
-	if pending := j.pending.Add(1); n.cfg.MaxPendingCalls > 0 && pending > int64(n.cfg.MaxPendingCalls) {
-		n.closeMu.RUnlock()
-		j.pending.Add(-1)
-		return callResponse{Status: statusOverloaded, Body: fmt.Appendf(nil, "%s holds %d calls, its Config.MaxPendingCalls", n.cfg.Name, n.cfg.MaxPendingCalls)}
+	p := n.Partition(req.Key)
+	if !n.exec.admit(n.cfg.MaxPendingCalls) {
+		if _, serving := n.owner.Serving(p); serving {
+			n.closeMu.RUnlock()
+			return callResponse{Status: statusOverloaded, Body: fmt.Appendf(nil, "%s holds %d calls, its Config.MaxPendingCalls", n.cfg.Name, n.cfg.MaxPendingCalls)}
+		}
+		// Not the owner: run tells the caller where to go, at once.
+		j.pending.Add(1)
 	}
-	n.exec.parts[n.Partition(req.Key)].enqueue(n, j)
+	n.exec.parts[p].enqueue(n, j)
 	n.closeMu.RUnlock()
 	select {
 	case r := <-j.done:
 		return r
 	case <-ctx.Done():
 		return callResponse{Status: statusUnavailable, Body: []byte(ctx.Err().Error())}
+	}
+}
+
+// admit counts one more pending call unless limit (if positive) calls are
+// pending already.
+func (x *executor) admit(limit int) bool {
+	for {
+		pending := x.pending.Load()
+		if limit > 0 && pending >= int64(limit) {
+			return false
+		}
+		if x.pending.CompareAndSwap(pending, pending+1) {
+			return true
+		}
 	}
 }
 

@@ -41,6 +41,10 @@ func TestCallsBeyondMaxPendingCallsFailAtOnceAndRunNothing(t *testing.T) {
 		cancelRefuse()
 		require.ErrorIs(t, err, ErrOverloaded, "entering at %s", entry.Name())
 	}
+	// A call for a partition the node does not serve (its sender's view
+	// is stale) is sent on to the owner, not refused.
+	r := owner.execute(ctx, callRequest{ID: newRequestID(time.Now()), Key: keyOwnedBy(owner, other.Name()), Method: "inc", Payload: []byte("elsewhere")})
+	require.Equal(t, statusNotOwner, r.Status, "%s", r.Body)
 
 	h.release()
 	require.NoError(t, <-held)
