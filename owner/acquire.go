@@ -43,8 +43,21 @@ func (o *Owner) resume(p int, c store.Claim) bool {
 }
 
 // startServing commits the start marker of claim c (an empty batch at c's
-// epoch) on a majority of c's replicas and begins serving.
+// epoch) on a majority of c's replicas and begins serving. A claim served
+// here already is left as it is: an attempt that started from an older
+// claim (its claims table was read before this node's newer claim was
+// merged) learns that the newer claim is ours and resumes it. A second
+// marker would follow the store's position, behind the claim's batches
+// still in flight, and take the number of one of them: a backup that
+// holds that batch confirms the other one without applying it (only one
+// batch is numbered so at an epoch, see HandleReplicate), and the next
+// batches are numbered again from the marker. Attempts of a partition run
+// one at a time (tryBusy), so nothing starts serving between the check
+// and the marker.
 func (o *Owner) startServing(p int, c store.Claim) error {
+	if served, serving := o.parts[p].servedClaim(); serving && served.Epoch == c.Epoch {
+		return nil
+	}
 	pos, err := o.commitMarker(p, c)
 	if err != nil {
 		return err

@@ -354,6 +354,13 @@ func (o *Owner) attempt(s Step, t *ring.Table) {
 	pt := o.parts[s.P]
 	pt.setYield(release)
 	defer pt.setYield(nil)
+	if c, known := o.claims.Get(s.P); known && c.Epoch > s.Claim.Epoch && (s.Action == Acquire || s.Action == Resume) {
+		// Planned from an older claim than the newest now known (an
+		// attempt that ended meanwhile may have made it): plan again.
+		pt.done(true, time.Now(), o.cfg.RetryBackoff, 0)
+		o.kick()
+		return
+	}
 	var ok bool
 	var seen = s.Claim.Epoch
 	switch s.Action {

@@ -1,0 +1,74 @@
+package owner
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/singlewriter/singlewriter/ring"
+	"github.com/singlewriter/singlewriter/store"
+	"github.com/stretchr/testify/require"
+)
+
+// servedAfter sets up b serving claim k2 of partition p, acquired from
+// a's claim k1, with a, b and c its replicas.
+func servedAfter(t *testing.T, p int) (m *mesh, b *Owner, sb *store.Store, k1, k2 store.Claim) {
+	t.Helper()
+	m = &mesh{}
+	_, sa := m.add(t, "a")
+	b, sb = m.add(t, "b")
+	_, sc := m.add(t, "c")
+	k1 = claimOn(t, p, store.Claim{Epoch: 1, Owner: "a", Replicas: []string{"a", "b", "c"}, BaseReplicas: []string{"a"}}, sa, sb, sc)
+	ok, _ := b.acquire(p, k1, &ring.Table{}, []string{"b", "a", "c"})
+	require.True(t, ok)
+	k2, serving := b.Serving(p)
+	require.True(t, serving)
+	return m, b, sb, k1, k2
+}
+
+// An attempt that started from a claim older than the one this node
+// already serves (its claims table was read before the newer claim was
+// merged) learns that the newer claim is its own. It must not start
+// serving that claim again: the start marker would take the number of a
+// batch in flight, and the batches after it would be numbered again.
+func TestAttemptFromAStaleBaseDoesNotRestartTheClaimServedHere(t *testing.T) {
+	const p = 1
+	_, b, sb, k1, k2 := servedAfter(t, p)
+	require.NoError(t, writeVia(t, b, p, "k", "v2"))
+	before, err := sb.Meta(p)
+	require.NoError(t, err)
+
+	ok, _ := b.acquire(p, k1, &ring.Table{}, []string{"b", "a", "c"})
+	require.True(t, ok, "the newer claim is ours and served")
+	served, serving := b.Serving(p)
+	require.True(t, serving)
+	require.Equal(t, k2, served)
+	after, err := sb.Meta(p)
+	require.NoError(t, err)
+	require.Equal(t, before.Position, after.Position, "a second start marker of the served claim was committed")
+	require.NoError(t, writeVia(t, b, p, "k", "v3"))
+}
+
+// An attempt planned from a claim older than the newest one known by the
+// time it runs (an attempt that ended meanwhile made the newer one) sends
+// nothing: its Prepares, from the older claim, could only raise promises
+// above the claim this node serves and fence it.
+func TestAttemptPlannedFromAnOlderClaimSendsNothing(t *testing.T) {
+	const p = 1
+	m, b, _, k1, k2 := servedAfter(t, p)
+	var prepares atomic.Int32
+	m.setDrop(func(_, _, kind string) bool {
+		if kind == "prepare" {
+			prepares.Add(1)
+		}
+		return false
+	})
+	require.True(t, b.parts[p].tryBusy(time.Now()))
+	b.wg.Add(1)
+	b.attempt(Step{P: p, Action: Acquire, Claim: k1}, &ring.Table{})
+	require.Zero(t, prepares.Load(), "the attempt from the older claim sent Prepares")
+	served, serving := b.Serving(p)
+	require.True(t, serving)
+	require.Equal(t, k2, served)
+	require.True(t, b.parts[p].tryBusy(time.Now()), "the attempt left the partition busy or backing off")
+}
