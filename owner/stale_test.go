@@ -1,6 +1,8 @@
 package owner
 
 import (
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,18 +14,18 @@ import (
 
 // servedAfter sets up b serving claim k2 of partition p, acquired from
 // a's claim k1, with a, b and c its replicas.
-func servedAfter(t *testing.T, p int) (m *mesh, b *Owner, sb *store.Store, k1, k2 store.Claim) {
+func servedAfter(t *testing.T, p int) (m *mesh, b *Owner, stores []*store.Store, k1, k2 store.Claim) {
 	t.Helper()
 	m = &mesh{}
 	_, sa := m.add(t, "a")
-	b, sb = m.add(t, "b")
+	b, sb := m.add(t, "b")
 	_, sc := m.add(t, "c")
 	k1 = claimOn(t, p, store.Claim{Epoch: 1, Owner: "a", Replicas: []string{"a", "b", "c"}, BaseReplicas: []string{"a"}}, sa, sb, sc)
 	ok, _ := b.acquire(p, k1, &ring.Table{}, []string{"b", "a", "c"})
 	require.True(t, ok)
 	k2, serving := b.Serving(p)
 	require.True(t, serving)
-	return m, b, sb, k1, k2
+	return m, b, []*store.Store{sb, sa, sc}, k1, k2
 }
 
 // An attempt that started from a claim older than the one this node
@@ -33,7 +35,8 @@ func servedAfter(t *testing.T, p int) (m *mesh, b *Owner, sb *store.Store, k1, k
 // batch in flight, and the batches after it would be numbered again.
 func TestAttemptFromAStaleBaseDoesNotRestartTheClaimServedHere(t *testing.T) {
 	const p = 1
-	_, b, sb, k1, k2 := servedAfter(t, p)
+	_, b, stores, k1, k2 := servedAfter(t, p)
+	sb := stores[0]
 	require.NoError(t, writeVia(t, b, p, "k", "v2"))
 	before, err := sb.Meta(p)
 	require.NoError(t, err)
@@ -71,4 +74,68 @@ func TestAttemptPlannedFromAnOlderClaimSendsNothing(t *testing.T) {
 	require.True(t, serving)
 	require.Equal(t, k2, served)
 	require.True(t, b.parts[p].tryBusy(time.Now()), "the attempt left the partition busy or backing off")
+}
+
+// What a second start of the served claim did: with the claim's batches in
+// flight, its marker took the number of one of them, and a backup that got
+// the two in the other order than the owner's store confirmed the one it
+// had not applied, or applied the one the owner refused. Writers keep
+// batches in flight, each to a key of its own, while the served claim is
+// started again and again; the three replicas must end holding the same
+// keys, among them every acknowledged one.
+func TestStartingTheServedClaimAgainUnderWritesLeavesTheReplicasEqual(t *testing.T) {
+	const p, writers, total = 1, 4, 5000
+	_, b, stores, _, k2 := servedAfter(t, p)
+	var wg sync.WaitGroup
+	var writes atomic.Int64
+	tried := make([]int, writers)
+	acked := make([][]bool, writers)
+	for w := range writers {
+		wg.Go(func() {
+			for writes.Add(1) <= total {
+				err := writeVia(t, b, p, fmt.Sprint(w, "-", tried[w]), "v")
+				acked[w] = append(acked[w], err == nil)
+				tried[w]++
+			}
+		})
+	}
+	for writes.Load() < total {
+		b.startServing(p, k2)
+	}
+	wg.Wait()
+
+	// The backups apply behind the owner: wait until all are at its position.
+	var want store.Meta
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var err error
+		want, err = stores[0].Meta(p)
+		require.NoError(t, err)
+		same := true
+		for _, s := range stores[1:] {
+			m, err := s.Meta(p)
+			require.NoError(t, err)
+			same = same && m.Position == want.Position
+		}
+		if same {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the replicas did not reach the owner's position %v", want.Position)
+		time.Sleep(10 * time.Millisecond) // polling a condition
+	}
+	for w := range writers {
+		for i, ack := range acked[w] {
+			key := []byte(fmt.Sprint(w, "-", i))
+			for j, s := range stores {
+				_, ok, err := s.Get(p, key)
+				require.NoError(t, err)
+				if ack {
+					require.True(t, ok, "replica %d lacks acknowledged key %s", j, key)
+				}
+				_, owner, err := stores[0].Get(p, key)
+				require.NoError(t, err)
+				require.Equal(t, owner, ok, "key %s: replica %d differs from the owner at the same position %v", key, j, want.Position)
+			}
+		}
+	}
 }
