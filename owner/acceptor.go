@@ -65,10 +65,13 @@ func HandleAccept(ctx context.Context, acc Acceptor, req Accept) (AcceptReply, e
 }
 
 // HandleChoose is a replica's answer to a Choose. The record counts toward
-// making the claim final only if the replica had promised nothing above the
-// claim's epoch and knew no newer chosen claim: a proposer that prepared a
-// higher ballot on this replica first either meets the record (and learns
-// the claim) or prevents it from counting.
+// making the claim final only if the replica knew no newer chosen claim
+// and had promised nothing above the claim's epoch, or, for a base of two
+// replicas, had accepted the claim itself and nothing since
+// (store.Meta.RecordCounts): a proposer that prepared a higher ballot on
+// this replica first either meets the record (and learns the claim), or
+// prevents it from counting, or carries the claim's value and is refused
+// its accepts.
 func HandleChoose(ctx context.Context, acc Acceptor, req Choose) (ChooseReply, error) {
 	prev, err := acc.Choose(ctx, req.P, req.Claim, req.Final)
 	if err != nil {
@@ -78,8 +81,7 @@ func HandleChoose(ctx context.Context, acc Acceptor, req Choose) (ChooseReply, e
 	if err != nil {
 		return ChooseReply{}, err
 	}
-	recorded := prev.Promised <= req.Claim.Epoch && (!prev.HasChosen || prev.Chosen.Epoch <= req.Claim.Epoch)
-	return ChooseReply{Recorded: recorded, Meta: m}, nil
+	return ChooseReply{Recorded: prev.RecordCounts(req.Claim), Meta: m}, nil
 }
 
 // learn records the final claim base (the root claim needs no record) and

@@ -285,8 +285,8 @@ func (a *Proposer) toBase(mk func() Message) []Message {
 // become final (a majority of the base's replicas promised a higher ballot
 // before recording it), and a majority that does not know it must then be
 // able to replace it. That is safe: had it become final, a majority of the
-// base's replicas would have recorded it before promising anything above
-// it, and each of them refuses this attempt.
+// base's replicas would have recorded it with a record that counts
+// (store.Meta.RecordCounts), and each of them refuses this attempt.
 func (a *Proposer) newer(from string, m store.Meta) bool {
 	if !m.HasChosen || m.Chosen.Epoch <= a.base.Epoch {
 		return false

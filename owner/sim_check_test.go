@@ -58,8 +58,9 @@ type checker struct {
 	// accepts holds the acceptors of each (partition, base, ballot).
 	accepts map[pbe]*acceptRec
 	// records holds, per claim (partition, base, epoch), the nodes whose
-	// record of it counts toward finality: they had promised nothing above
-	// its epoch and knew no newer chosen claim when they recorded it.
+	// record of it counts toward finality: they knew no newer chosen claim
+	// when they recorded it, and had promised nothing above its epoch or,
+	// for a base of two, had accepted it and nothing since.
 	records map[pbe]map[string]bool
 	// finals holds every claim some replica marked final, by partition
 	// and epoch; finalOf by partition and base epoch (the root excepted).
@@ -182,7 +183,10 @@ func (c *checker) recorded(node string, p int, v store.Claim, prev store.Meta) {
 		c.s.violate(vLearned, "%s recorded %s for p%d, which the checker never saw chosen", node, fmtClaim(v), p)
 		return
 	}
-	if prev.Promised > v.Epoch || prev.HasChosen && prev.Chosen.Epoch > v.Epoch {
+	// It counts if the node knew no newer chosen claim and had promised
+	// nothing above v's epoch, or, for a base of two, had accepted v
+	// itself and nothing since.
+	if prev.HasChosen && prev.Chosen.Epoch > v.Epoch || prev.Promised > v.Epoch && !(len(v.BaseReplicas) == 2 && sameClaim(prev.Accepted, v)) {
 		return
 	}
 	k := pbe{p, v.Base, v.Epoch}

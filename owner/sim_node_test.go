@@ -77,7 +77,7 @@ func (a *memAcceptor) Choose(_ context.Context, p int, c store.Claim, final bool
 		m.Final = true
 		chk.markedFinal(a.node.name, p, m.Chosen)
 		return prev, nil
-	case !final && m.Promised > c.Epoch:
+	case !final && !m.RecordCounts(c):
 		return prev, nil
 	}
 	m.Chosen = cloneClaim(c)

@@ -31,6 +31,7 @@ var (
 	simSeeds = flag.Int("sim.seeds", 2000, "number of seeds TestSimulation runs")
 	simSeed  = flag.Int64("sim.seed", -1, "replay only this seed, printing its full trace with -v")
 	simSteps = flag.Int("sim.steps", 0, "random steps per seed (0: the default of each configuration)")
+	simRF2   = flag.Bool("sim.rf2", false, "with RF 3, give each claim 2 or 3 replicas, as while a cluster grows (finds a known liveness gap, see docs/PROTOCOL.md, bases of two)")
 	simWipe  = flag.Bool("sim.wipe", false, "let nodes lose their data directory too (finds a known liveness gap, see docs/PROTOCOL.md, Amnesia)")
 )
 
@@ -253,8 +254,12 @@ func (s *sim) randomUp() *simNode {
 // RF-1 others at random.
 func (s *sim) replicasFor(n *simNode) []string {
 	rs := []string{n.name}
+	size := s.cfg.rf
+	if *simRF2 && size == 3 {
+		size = 2 + s.rng.IntN(2)
+	}
 	for _, i := range s.rng.Perm(len(s.nodes)) {
-		if len(rs) == s.cfg.rf {
+		if len(rs) == size {
 			break
 		}
 		if s.nodes[i] != n {

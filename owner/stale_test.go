@@ -139,3 +139,38 @@ func TestStartingTheServedClaimAgainUnderWritesLeavesTheReplicasEqual(t *testing
 		}
 	}
 }
+
+// A claim with two replicas has its successor C chosen (both accepted it)
+// but recorded by one only: the other promised a competing proposal's
+// higher ballot before C's record reached it. That replica accepted C
+// and nothing since, so its record still counts and C is made final: a
+// majority of two is both, and without it C could never be made final
+// while the replica that recorded C answers every proposer from the base
+// with C. Seen in the robustness soak at cluster formation: the partition
+// stayed unserved.
+func TestChosenClaimOneOfTwoReplicasRecordedIsMadeFinal(t *testing.T) {
+	const p = 1
+	m := &mesh{}
+	a, sa := m.add(t, "a")
+	_, sb := m.add(t, "b")
+	c, _ := m.add(t, "c")
+	k := claimOn(t, p, store.Claim{Epoch: 1, Owner: "a", Replicas: []string{"a", "b"}, BaseReplicas: []string{"a"}}, sa, sb)
+
+	// a proposes C; b accepts it, but C's records to b are lost.
+	m.setDrop(func(_, to, kind string) bool { return to == "b" && kind == "choose" })
+	ok, _ := a.acquire(p, k, &ring.Table{}, []string{"a", "b", "c"})
+	require.False(t, ok, "C was made final without b's record")
+	mb, err := sb.Meta(p)
+	require.NoError(t, err)
+	require.False(t, mb.HasChosen && mb.Chosen.Epoch > k.Epoch, "b recorded C: %+v", mb)
+	require.Equal(t, "a", mb.Accepted.Owner, "b did not accept C")
+
+	// c, from the base, prepares a higher ballot: b promises it, a answers
+	// with C, which c then makes final and acquires from.
+	m.setDrop(nil)
+	ok, _ = c.acquire(p, k, &ring.Table{}, []string{"c", "a", "b"})
+	require.True(t, ok, "the partition cannot be acquired any more")
+	served, serving := c.Serving(p)
+	require.True(t, serving)
+	require.Equal(t, mb.Accepted.Epoch, served.Base, "c did not build on C")
+}

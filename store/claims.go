@@ -56,10 +56,10 @@ func (s *Store) Accept(ctx context.Context, p int, c Claim) error {
 // Choose records c as partition p's chosen claim if none is known or c is
 // newer (higher epoch) than the known one, and marks it Final if final is
 // set (a claim at the known epoch can be marked final later). A claim not
-// known to be final is recorded only if no ballot above c.Epoch was
-// promised: such a record could not count toward c's finality, and keeping
-// it would make the replica refuse, forever, the proposers that must
-// replace c if c can never become final. Recording
+// known to be final is recorded only if the record counts toward its
+// finality (Meta.RecordCounts): a record that could not count would make
+// the replica refuse, forever, the proposers that must replace c if c can
+// never become final. Recording
 // clears an accepted proposal whose ballot is at or below c.Epoch (it is
 // settled) and appends an AuditRecord in the same transaction. It returns
 // the Meta as it was before, so the caller can tell what the record
@@ -81,7 +81,7 @@ func (s *Store) Choose(ctx context.Context, p int, c Claim, final bool) (Meta, e
 			}
 			pt.meta.Final = true
 			return nil, pt.saveMeta(tx)
-		case !final && pt.meta.Promised > c.Epoch:
+		case !final && !pt.meta.RecordCounts(c):
 			return nil, nil
 		}
 		pt.meta.Chosen = cloneClaim(c)

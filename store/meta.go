@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/singlewriter/singlewriter/epoch"
 	"github.com/singlewriter/singlewriter/internal/wire"
@@ -69,6 +70,41 @@ type Meta struct {
 	// it, so it takes no part in those choices. Zero means none.
 	// Invariant: it never decreases.
 	Amnesia epoch.Epoch
+}
+
+// RecordCounts reports whether a replica in state m, recording claim c as
+// chosen, counts toward making c final. It must know no newer chosen claim
+// and have promised nothing above c's epoch; or, if c's base has two
+// replicas, have accepted c itself and nothing since (it accepted c, then
+// promised a competing higher ballot), or hold c as chosen already (a
+// record kept under that rule, asked again).
+//
+// The second case is for a base of two, where a majority is both: c
+// chosen and recorded by one replica while the other promised a competing
+// ballot first could otherwise never be made final, and no proposer from
+// the base could replace it (the replica that recorded c answers each
+// with c), so the partition would never be served again. It is safe for
+// any base: a proposal at a higher ballot that this replica also accepts
+// cannot be chosen beside c, since accepted before the record it replaced
+// c as the accepted value, and accepted after it the record made the
+// replica refuse it. It is kept to bases of two because a replica that
+// records c blocks every proposer from the base, and with three replicas
+// one blocking replica too many stalls proposers that could otherwise
+// replace a claim that will never be final.
+func (m Meta) RecordCounts(c Claim) bool {
+	if m.HasChosen && m.Chosen.Epoch > c.Epoch {
+		return false
+	}
+	if m.Promised <= c.Epoch {
+		return true
+	}
+	return len(c.BaseReplicas) == 2 && (m.Accepted.Equal(c) || m.HasChosen && m.Chosen.Equal(c))
+}
+
+// Equal reports whether c and o are the same claim.
+func (c Claim) Equal(o Claim) bool {
+	return c.Epoch == o.Epoch && c.Base == o.Base && c.Owner == o.Owner &&
+		slices.Equal(c.Replicas, o.Replicas) && slices.Equal(c.BaseReplicas, o.BaseReplicas)
 }
 
 // metaVersion is the first byte of an encoded Meta. Version 3, without
