@@ -40,8 +40,9 @@ func RequestID(id []byte) CallOption {
 // answers or ctx ends. Its errors match ErrUnavailable (no owner answered
 // in time), ErrUnknownMethod, ErrHandler, ErrStaleEpoch (replication factor
 // 1 only: the handler ran but the partition moved on before its commit:
-// nothing was written), ErrOverloaded, ErrPayloadTooLarge, ErrResultTooLarge, ErrEmptyKey,
-// ErrKeyTooLarge or ErrClosed; or, with nothing written and no retry, an
+// nothing was written), ErrOverloaded, ErrPayloadTooLarge,
+// ErrResultTooLarge, ErrEmptyKey, ErrKeyTooLarge or ErrClosed; or, with
+// nothing written and no retry, an
 // error naming a write the owner's store refuses (a node whose limits
 // differ from this one's).
 func (n *Node) Call(ctx context.Context, key []byte, method string, payload []byte, opts ...CallOption) ([]byte, error) {

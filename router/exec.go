@@ -81,14 +81,12 @@ type job struct {
 	req  callRequest
 	h    Handler
 	done chan callResponse
-	// pending is the executor's count of calls not yet answered.
-	pending *atomic.Int64
 }
 
-// answer gives the job its one response. The call stops counting first:
-// its caller, once answered, may send its next call at once.
-func (j *job) answer(r callResponse) {
-	j.pending.Add(-1)
+// answer gives job j its one response. The call stops counting as
+// pending first: its caller, once answered, may send its next call at once.
+func (x *executor) answer(j *job, r callResponse) {
+	x.pending.Add(-1)
 	j.done <- r
 }
 
@@ -102,7 +100,7 @@ func (n *Node) execute(ctx context.Context, req callRequest) callResponse {
 	if h == nil {
 		return callResponse{Status: statusUnknownMethod, Body: []byte(req.Method)}
 	}
-	j := &job{ctx: ctx, req: req, h: h, done: make(chan callResponse, 1), pending: &n.exec.pending}
+	j := &job{ctx: ctx, req: req, h: h, done: make(chan callResponse, 1)}
 	n.closeMu.RLock()
 	if n.closed {
 		n.closeMu.RUnlock()
@@ -115,7 +113,7 @@ func (n *Node) execute(ctx context.Context, req callRequest) callResponse {
 			return callResponse{Status: statusOverloaded, Body: fmt.Appendf(nil, "%s holds %d calls, its Config.MaxPendingCalls", n.cfg.Name, n.cfg.MaxPendingCalls)}
 		}
 		// Not the owner: run tells the caller where to go, at once.
-		j.pending.Add(1)
+		n.exec.pending.Add(1)
 	}
 	n.exec.parts[p].enqueue(n, j)
 	n.closeMu.RUnlock()
@@ -172,7 +170,7 @@ func (pe *partExec) work(n *Node, key string) {
 		if err := j.ctx.Err(); err != nil {
 			// Its caller gave up (execute answered already) before it
 			// started: running it would only delay the calls behind it.
-			j.answer(callResponse{Status: statusUnavailable, Body: []byte(err.Error())})
+			n.exec.answer(j, callResponse{Status: statusUnavailable, Body: []byte(err.Error())})
 			continue
 		}
 		pe.run(n, j)
@@ -184,7 +182,7 @@ func (pe *partExec) work(n *Node, key string) {
 func (pe *partExec) run(n *Node, j *job) {
 	lease, err := n.owner.Lease(pe.p)
 	if err != nil {
-		j.answer(notServed(err))
+		n.exec.answer(j, notServed(err))
 		return
 	}
 	id := dedupID(j.req)
@@ -198,7 +196,7 @@ func (pe *partExec) run(n *Node, j *job) {
 			<-pr.done
 			lease.Release()
 			// A copy: the first call's caller owns pr.body.
-			j.answer(committed(bytes.Clone(pr.body), pr.err))
+			n.exec.answer(j, committed(bytes.Clone(pr.body), pr.err))
 		}()
 		return
 	}
@@ -207,13 +205,13 @@ func (pe *partExec) run(n *Node, j *job) {
 			err = confirm(n, lease)
 		}
 		lease.Release()
-		j.answer(committed(body, err))
+		n.exec.answer(j, committed(body, err))
 		return
 	}
 	st, err := pe.state(n, j.req.Key, lease.Epoch)
 	if err != nil {
 		lease.Release()
-		j.answer(committed(nil, err))
+		n.exec.answer(j, committed(nil, err))
 		return
 	}
 	req := &Request{Key: j.req.Key, Method: j.req.Method, Payload: j.req.Payload, Partition: pe.p, Epoch: lease.Epoch, State: st}
@@ -223,7 +221,7 @@ func (pe *partExec) run(n *Node, j *job) {
 			// The handler ended this goroutine (runtime.Goexit): its call
 			// fails, and a new worker takes the rest of the key's queue.
 			lease.Release()
-			j.answer(callResponse{Status: statusHandlerError, Body: []byte("the handler ended its goroutine (runtime.Goexit)")})
+			n.exec.answer(j, callResponse{Status: statusHandlerError, Body: []byte("the handler ended its goroutine (runtime.Goexit)")})
 			n.wg.Add(1)
 			go pe.work(n, string(j.req.Key))
 		}
@@ -232,12 +230,12 @@ func (pe *partExec) run(n *Node, j *job) {
 	returned = true
 	if err != nil {
 		lease.Release()
-		j.answer(callResponse{Status: statusHandlerError, Body: []byte(err.Error())})
+		n.exec.answer(j, callResponse{Status: statusHandlerError, Body: []byte(err.Error())})
 		return
 	}
 	if size := len(body) + len(st.value); size > n.cfg.MaxPayload {
 		lease.Release()
-		j.answer(callResponse{Status: statusTooLarge, Body: fmt.Appendf(nil, "response and value of %d bytes, limit %d", size, n.cfg.MaxPayload)})
+		n.exec.answer(j, callResponse{Status: statusTooLarge, Body: fmt.Appendf(nil, "response and value of %d bytes, limit %d", size, n.cfg.MaxPayload)})
 		return
 	}
 	pe.submit(n, j, lease, id, st, body)
@@ -255,7 +253,7 @@ func (pe *partExec) submit(n *Node, j *job, lease owner.Lease, dedup []byte, st 
 	}
 	if err := b.Validate(); err != nil {
 		lease.Release()
-		j.answer(callResponse{Status: statusInvalid, Body: []byte(err.Error())})
+		n.exec.answer(j, callResponse{Status: statusInvalid, Body: []byte(err.Error())})
 		return
 	}
 	key, id := string(j.req.Key), string(dedup)
@@ -288,7 +286,7 @@ func (pe *partExec) submit(n *Node, j *job, lease owner.Lease, dedup []byte, st 
 		case pr.err != nil:
 			n.failedCommits.Add(1)
 		}
-		j.answer(committed(body, pr.err))
+		n.exec.answer(j, committed(body, pr.err))
 	}()
 }
 
