@@ -24,11 +24,8 @@ func (o *Owner) HandlePrepare(ctx context.Context, req Prepare) (PromiseReply, e
 	if err := o.checkPartition(req.P); err != nil {
 		return PromiseReply{}, err
 	}
-	if m, err := o.checkMemory(req.P, req.Base); err != nil {
-		if newerFinal(m, req.Base) {
-			return PromiseReply{Meta: m}, nil
-		}
-		return PromiseReply{}, err
+	if m, refused, err := o.refusal(req.P, req.Base); refused {
+		return PromiseReply{Meta: m}, err
 	}
 	pt := o.parts[req.P]
 	pt.beginPrepare()
@@ -76,11 +73,8 @@ func (o *Owner) HandleAccept(ctx context.Context, req Accept) (AcceptReply, erro
 	if err := o.checkPartition(req.P); err != nil {
 		return AcceptReply{}, err
 	}
-	if m, err := o.checkMemory(req.P, req.Base); err != nil {
-		if newerFinal(m, req.Base) {
-			return AcceptReply{Meta: m}, nil
-		}
-		return AcceptReply{}, err
+	if m, refused, err := o.refusal(req.P, req.Base); refused {
+		return AcceptReply{Meta: m}, err
 	}
 	if err := o.learn(ctx, req.P, req.Base); err != nil {
 		return AcceptReply{}, err
@@ -89,10 +83,20 @@ func (o *Owner) HandleAccept(ctx context.Context, req Accept) (AcceptReply, erro
 }
 
 // HandleChoose records a chosen claim; see Choose and ChooseReply. A final
-// claim is also acted on, see learn.
+// claim is also acted on, see learn. A replica that lost its data since it
+// became a replica of the claim's base (checkMemory) does not record a
+// claim that is not known final: it may have promised a higher ballot
+// before, to a proposer that then replaced the claim, and its record would
+// count as if it had not.
 func (o *Owner) HandleChoose(ctx context.Context, req Choose) (ChooseReply, error) {
 	if err := o.checkPartition(req.P); err != nil {
 		return ChooseReply{}, err
+	}
+	if !req.Final {
+		base := store.Claim{Epoch: req.Claim.Base, Replicas: req.Claim.BaseReplicas}
+		if m, refused, err := o.refusal(req.P, base); refused {
+			return ChooseReply{Meta: m}, err
+		}
 	}
 	r, err := HandleChoose(ctx, o.store, req)
 	if err != nil || !req.Final {
@@ -204,14 +208,14 @@ func (o *Owner) checkPartition(p int) error {
 }
 
 // checkMemory refuses to act as a replica of claim base of partition p
-// (promise, accept) when this node is one of base's replicas but holds no
-// trace of having been one (forgot). A replica that forgot what it
-// promised and stored must not count toward a majority: it could hide a
-// chosen successor, or make a copy that lacks acknowledged writes look
-// like the most advanced one. It takes part again once a new claim syncs a
-// copy to it (Install raises its promise). A claim whose only replica it
-// was has no other copy to protect: with Config.AcceptDataLoss it takes
-// part, with its empty store.
+// (promise, accept, record a successor not known final) when this node is
+// one of base's replicas but holds no trace of having been one (forgot).
+// A replica that forgot what it promised and stored must not count toward
+// a majority: it could hide a chosen successor, or make a copy that lacks
+// acknowledged writes look like the most advanced one. It takes part
+// again once a new claim syncs a copy to it (Install raises its promise).
+// A claim whose only replica it was has no other copy to protect: with
+// Config.AcceptDataLoss it takes part, with its empty store.
 //
 // A replica that a sync gave a copy again takes no part in choosing the
 // successor of that sync's base claim or of any older one (store.Readmit):
@@ -232,6 +236,23 @@ func (o *Owner) checkMemory(p int, base store.Claim) (store.Meta, error) {
 		return m, fmt.Errorf("owner: partition %d: %s was given a copy again after losing its data, under a claim based on epoch %d; it takes no part in choosing the successor of the claim at epoch %d", p, o.cfg.Self, m.Amnesia-1, base.Epoch)
 	}
 	return m, nil
+}
+
+// refusal applies checkMemory to a message about the successor of claim
+// base of partition p. refused reports that this node takes no part; it
+// then answers with its state m, without promising, accepting or
+// recording, if it knows a final claim newer than base (newerFinal), and
+// otherwise fails with err (m is then empty).
+func (o *Owner) refusal(p int, base store.Claim) (m store.Meta, refused bool, err error) {
+	m, err = o.checkMemory(p, base)
+	switch {
+	case err == nil:
+		return m, false, nil
+	case newerFinal(m, base):
+		return m, true, nil
+	default:
+		return store.Meta{}, true, err
+	}
 }
 
 // newerFinal reports whether m holds a final claim newer than base. A

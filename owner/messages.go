@@ -114,9 +114,8 @@ type Choose struct {
 }
 
 // ChooseReply answers a Choose. Recorded reports whether this replica's
-// record counts toward making the claim final: it had promised nothing above
-// the claim's epoch and knew no newer chosen claim. Meta is the replica's
-// state after the Choose.
+// record counts toward making the claim final (store.Meta.RecordCounts).
+// Meta is the replica's state after the Choose.
 type ChooseReply struct {
 	// Recorded reports whether the record counts toward making the claim
 	// final.

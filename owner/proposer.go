@@ -163,7 +163,34 @@ func (a *Proposer) OnPromise(from string, r PromiseReply) []Message {
 	if len(a.promises) < majority(len(a.base.Replicas)) {
 		return nil
 	}
+	if c, ok := a.chosenByPromisers(); ok {
+		a.finish(Outcome{Newer: &c})
+		return nil
+	}
 	return a.startSync()
+}
+
+// chosenByPromisers reports the successor of the base that every promiser
+// accepted, if there is one. The promisers are a majority of the base's
+// replicas, so it is chosen, and each of them would count a record of it
+// (a replica whose accepted proposal is the claim counts its record,
+// store.Meta.RecordCounts): the attempt makes it final (NewAnnouncer)
+// instead of proposing its value again at its own ballot. That
+// re-proposal, accepted by some replicas after others recorded the claim,
+// could leave neither claim able to become final: the replicas that
+// recorded the claim refuse the re-proposal, and those that accepted it no
+// longer hold the claim as their accepted proposal. The partition would
+// never be served again.
+func (a *Proposer) chosenByPromisers() (store.Claim, bool) {
+	var c store.Claim
+	for _, from := range sortedKeys(a.promises) {
+		acc := a.promises[from].Accepted
+		if acc.Owner == "" || acc.Base != a.base.Epoch || c.Owner != "" && !c.Equal(acc) {
+			return store.Claim{}, false
+		}
+		c = acc
+	}
+	return c, true
 }
 
 // OnSynced handles a replica's report that Sync completed (ok) or failed.

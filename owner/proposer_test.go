@@ -167,3 +167,33 @@ func TestProposerThatGivesUpReportsTheChosenClaimItWasRefusedFor(t *testing.T) {
 	b.GiveUp()
 	require.Equal(t, Outcome{Failed: true}, b.Outcome())
 }
+
+// Promisers that all accepted one successor of the base show it chosen (they
+// are a majority), and each of them counts a record of it: the attempt
+// makes it final instead of proposing its value again. Promisers that
+// accepted different claims, or not all of them one, show nothing chosen,
+// and the attempt proposes the highest-ballot value.
+func TestProposerMakesFinalTheClaimEveryPromiserAccepted(t *testing.T) {
+	next := store.Claim{Epoch: 6, Base: 4, Owner: "b", Replicas: []string{"b", "a", "c"}, BaseReplicas: base3.Replicas}
+	older := next
+	older.Epoch = 5
+	accepted := func(c store.Claim) PromiseReply {
+		m := chosenAt(base3, 8, store.Position{Epoch: 4, LSN: 3})
+		m.Accepted = c
+		return promise(m)
+	}
+
+	a := NewProposer(0, "d", base3, 7, []string{"d"})
+	a.Start()
+	require.Nil(t, a.OnPromise("a", accepted(next)))
+	require.Nil(t, a.OnPromise("b", accepted(next)), "the value was proposed again")
+	require.Equal(t, Outcome{Newer: &next}, a.Outcome())
+
+	for _, other := range []store.Claim{older, {}} {
+		b := NewProposer(0, "d", base3, 7, []string{"d"})
+		b.Start()
+		b.OnPromise("a", accepted(next))
+		require.NotEmpty(t, b.OnPromise("b", accepted(other)), "promisers that accepted %+v and %+v showed a claim chosen", next, other)
+		require.Equal(t, Syncing, b.Phase())
+	}
+}

@@ -222,3 +222,32 @@ func TestStaleSyncDoesNotReadmitAReplicaThatKnowsANewerClaim(t *testing.T) {
 			"two owners acknowledged writes at once: b under %+v, d under %+v, both successors of %+v", k2, k3, k1)
 	}
 }
+
+// A replica that lost its data directory records no claim that is not
+// known final: before the loss it may have promised a higher ballot to a
+// proposer that then replaced the claim, and its record would count as if
+// it had not. A final claim it learns, as any node does.
+func TestReplicaThatLostItsDataRecordsOnlyFinalClaims(t *testing.T) {
+	const p = 1
+	ctx := context.Background()
+	m := &mesh{}
+	_, sa := m.add(t, "a")
+	_, sb := m.add(t, "b")
+	_, sc := m.add(t, "c")
+	k := claimOn(t, p, store.Claim{Epoch: 1, Owner: "a", Replicas: []string{"a", "b", "c"}, BaseReplicas: []string{"a"}}, sa, sb, sc)
+	b, sb := m.add(t, "b") // b lost its data directory
+	next := store.Claim{Epoch: 2, Base: k.Epoch, Owner: "c", Replicas: []string{"c", "a", "b"}, BaseReplicas: k.Replicas}
+
+	r, err := b.HandleChoose(ctx, Choose{P: p, Claim: next})
+	require.Error(t, err, "b took part in making a claim final")
+	require.False(t, r.Recorded)
+	meta, err := sb.Meta(p)
+	require.NoError(t, err)
+	require.False(t, meta.HasChosen, "b recorded a claim it cannot vouch for")
+
+	_, err = b.HandleChoose(ctx, Choose{P: p, Claim: next, Final: true})
+	require.NoError(t, err)
+	meta, err = sb.Meta(p)
+	require.NoError(t, err)
+	require.True(t, meta.HasChosen && meta.Final && meta.Chosen.Equal(next), "b did not learn the final claim: %+v", meta)
+}

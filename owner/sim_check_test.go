@@ -59,8 +59,8 @@ type checker struct {
 	accepts map[pbe]*acceptRec
 	// records holds, per claim (partition, base, epoch), the nodes whose
 	// record of it counts toward finality: they knew no newer chosen claim
-	// when they recorded it, and had promised nothing above its epoch or,
-	// for a base of two, had accepted it and nothing since.
+	// when they recorded it, and had promised nothing above its epoch or
+	// had accepted it and nothing since.
 	records map[pbe]map[string]bool
 	// finals holds every claim some replica marked final, by partition
 	// and epoch; finalOf by partition and base epoch (the root excepted).
@@ -184,9 +184,8 @@ func (c *checker) recorded(node string, p int, v store.Claim, prev store.Meta) {
 		return
 	}
 	// It counts if the node knew no newer chosen claim and had promised
-	// nothing above v's epoch, or, for a base of two, had accepted v
-	// itself and nothing since.
-	if prev.HasChosen && prev.Chosen.Epoch > v.Epoch || prev.Promised > v.Epoch && !(len(v.BaseReplicas) == 2 && sameClaim(prev.Accepted, v)) {
+	// nothing above v's epoch, or had accepted v itself and nothing since.
+	if prev.HasChosen && prev.Chosen.Epoch > v.Epoch || prev.Promised > v.Epoch && !sameClaim(prev.Accepted, v) {
 		return
 	}
 	k := pbe{p, v.Base, v.Epoch}

@@ -82,14 +82,29 @@ func (n *simNode) learn(p int, c store.Claim) {
 	}
 }
 
+// refusal mirrors Owner.refusal: refused reports that the node takes no
+// part in choosing base's successor (checkMemory); it then answers with
+// its state (meta) if it knows a newer final claim, and otherwise not at
+// all (the owner's handler fails).
+func (n *simNode) refusal(p int, base store.Claim, kind string) (meta *store.Meta, refused bool) {
+	if n.checkMemory(p, base) {
+		return nil, false
+	}
+	n.s.logf("%s refuses %s for p%d: forgot %s", n.name, kind, p, fmtClaim(base))
+	if m := n.meta(p); m.HasChosen && m.Final && m.Chosen.Epoch > base.Epoch {
+		c := cloneMeta(*m)
+		return &c, true
+	}
+	return nil, true
+}
+
 // onPrepare mirrors Owner.HandlePrepare: learn the base, drain if the
 // replica will promise, then owner.HandlePrepare answers.
 func (n *simNode) onPrepare(from string, m mPrepare) {
 	req := m.Req
-	if !n.checkMemory(req.P, req.Base) { // an error, no reply, unless a newer final claim is known
-		n.s.logf("%s refuses prepare for p%d: forgot %s", n.name, req.P, fmtClaim(req.Base))
-		if meta := n.meta(req.P); meta.HasChosen && meta.Final && meta.Chosen.Epoch > req.Base.Epoch {
-			n.send(from, mPromise{Att: m.Att, Reply: owner.PromiseReply{Meta: cloneMeta(*meta)}})
+	if meta, refused := n.refusal(req.P, req.Base, "prepare"); refused {
+		if meta != nil {
+			n.send(from, mPromise{Att: m.Att, Reply: owner.PromiseReply{Meta: *meta}})
 		}
 		return
 	}
@@ -109,10 +124,9 @@ func (n *simNode) onPrepare(from string, m mPrepare) {
 
 // onAccept mirrors Owner.HandleAccept.
 func (n *simNode) onAccept(from string, m mAccept) {
-	if !n.checkMemory(m.Req.P, m.Req.Base) { // an error, no reply, unless a newer final claim is known
-		n.s.logf("%s refuses accept for p%d: forgot %s", n.name, m.Req.P, fmtClaim(m.Req.Base))
-		if meta := n.meta(m.Req.P); meta.HasChosen && meta.Final && meta.Chosen.Epoch > m.Req.Base.Epoch {
-			n.send(from, mAccepted{Att: m.Att, Reply: owner.AcceptReply{Meta: cloneMeta(*meta)}})
+	if meta, refused := n.refusal(m.Req.P, m.Req.Base, "accept"); refused {
+		if meta != nil {
+			n.send(from, mAccepted{Att: m.Att, Reply: owner.AcceptReply{Meta: *meta}})
 		}
 		return
 	}
@@ -125,9 +139,19 @@ func (n *simNode) onAccept(from string, m mAccept) {
 	n.send(from, mAccepted{Att: m.Att, Reply: r})
 }
 
-// onChoose mirrors Owner.HandleChoose: owner.HandleChoose records, and a
-// final claim is acted on (learn).
+// onChoose mirrors Owner.HandleChoose: a replica that forgot the claim's
+// base records nothing but a final claim, owner.HandleChoose records, and
+// a final claim is acted on (learn).
 func (n *simNode) onChoose(from string, m mChoose) {
+	base := store.Claim{Epoch: m.Req.Claim.Base, Replicas: m.Req.Claim.BaseReplicas}
+	if !m.Req.Final {
+		if meta, refused := n.refusal(m.Req.P, base, "choose"); refused {
+			if meta != nil && m.Att != 0 {
+				n.send(from, mChosen{Att: m.Att, Reply: owner.ChooseReply{Meta: *meta}})
+			}
+			return
+		}
+	}
 	r, err := owner.HandleChoose(ctx, n.acc, m.Req)
 	if err != nil {
 		panic(err)

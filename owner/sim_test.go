@@ -31,8 +31,8 @@ var (
 	simSeeds = flag.Int("sim.seeds", 2000, "number of seeds TestSimulation runs")
 	simSeed  = flag.Int64("sim.seed", -1, "replay only this seed, printing its full trace with -v")
 	simSteps = flag.Int("sim.steps", 0, "random steps per seed (0: the default of each configuration)")
-	simRF2   = flag.Bool("sim.rf2", false, "with RF 3, give each claim 2 or 3 replicas, as while a cluster grows (finds a known liveness gap, see docs/PROTOCOL.md, bases of two)")
-	simWipe  = flag.Bool("sim.wipe", false, "let nodes lose their data directory too (finds a known liveness gap, see docs/PROTOCOL.md, Amnesia)")
+	simRF2   = flag.Bool("sim.rf2", false, "with RF 3, give every seed's claims 2 or 3 replicas, as while a cluster grows (by default half the seeds do)")
+	simWipe  = flag.Bool("sim.wipe", false, "with RF 3, let nodes lose their data directory too (finds a known liveness gap, see docs/PROTOCOL.md, Amnesia)")
 )
 
 // simConfig is one seed's simulation.
@@ -43,6 +43,9 @@ type simConfig struct {
 	partitions int
 	steps      int
 	faults     simnet.Faults
+	// rf2 gives each claim of RF 3 two or three replicas, as while a
+	// cluster grows; wipe lets nodes lose their data directories.
+	rf2, wipe bool
 	// noFence disables the replicas' write fence (the control run).
 	noFence bool
 	// fullTrace keeps every event instead of the last traceTail.
@@ -50,13 +53,15 @@ type simConfig struct {
 }
 
 // configFor derives a seed's configuration: RF 1 and 3, 3 and 5 nodes, 1
-// to 3 partitions, all mixed.
+// to 3 partitions, claims of two or three replicas with RF 3, all mixed.
 func configFor(seed uint64) simConfig {
 	cfg := simConfig{
 		seed:       seed,
 		nodes:      3 + 2*int(seed%2),
 		rf:         1 + 2*int(seed/2%2),
 		partitions: 1 + int(seed/4%3),
+		rf2:        *simRF2 || seed/12%2 == 1,
+		wipe:       *simWipe,
 		steps:      400,
 		faults:     simnet.Faults{Drop: 0.05, Duplicate: 0.05},
 	}
@@ -255,7 +260,7 @@ func (s *sim) randomUp() *simNode {
 func (s *sim) replicasFor(n *simNode) []string {
 	rs := []string{n.name}
 	size := s.cfg.rf
-	if *simRF2 && size == 3 {
+	if s.cfg.rf2 && size == 3 {
 		size = 2 + s.rng.IntN(2)
 	}
 	for _, i := range s.rng.Perm(len(s.nodes)) {
@@ -380,7 +385,7 @@ func (s *sim) crash(n *simNode) {
 // then still holds what was acknowledged and what was promised. With a
 // single replica the loss is the data's, and no wipe runs.
 func (s *sim) randomWipe() bool {
-	if !*simWipe || s.cfg.rf < 3 {
+	if !s.cfg.wipe || s.cfg.rf < 3 {
 		return false
 	}
 	n := s.nodes[s.rng.IntN(len(s.nodes))]
@@ -594,6 +599,9 @@ func runSeeds(from uint64, n int, mod func(*simConfig)) (failed []*sim, all []*s
 				}
 				s := newSim(cfg)
 				s.run()
+				if s.failure == nil {
+					s = s.summary()
+				}
 				all[i] = s
 			}
 		})
@@ -611,12 +619,25 @@ func runSeeds(from uint64, n int, mod func(*simConfig)) (failed []*sim, all []*s
 	return failed, all
 }
 
+// summary is what the callers of runSeeds read of a run that broke
+// nothing: long runs then do not hold every seed's nodes and trace.
+func (s *sim) summary() *sim {
+	return &sim{cfg: s.cfg, events: s.events, fences: s.fences}
+}
+
 func (s *sim) report() string {
 	v := s.failure
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d (%d nodes, RF %d, %d partitions): step %d: %s: %s\n",
-		s.cfg.seed, s.cfg.nodes, s.cfg.rf, s.cfg.partitions, v.step, v.kind, v.msg)
-	fmt.Fprintf(&b, "replay: go test ./owner/ -run 'TestSimulation$' -sim.seed %d -v\n", s.cfg.seed)
+	var flags string
+	if *simRF2 {
+		flags += " -sim.rf2"
+	}
+	if *simWipe {
+		flags += " -sim.wipe"
+	}
+	fmt.Fprintf(&b, "seed %d (%d nodes, RF %d, claims of 2 replicas %v, lost directories %v, %d partitions): step %d: %s: %s\n",
+		s.cfg.seed, s.cfg.nodes, s.cfg.rf, s.cfg.rf2 && s.cfg.rf == 3, s.cfg.wipe && s.cfg.rf == 3, s.cfg.partitions, v.step, v.kind, v.msg)
+	fmt.Fprintf(&b, "replay: go test ./owner/ -run 'TestSimulation$' -sim.seed %d%s -v\n", s.cfg.seed, flags)
 	fmt.Fprintf(&b, "last %d events:\n", len(s.trace))
 	for _, l := range s.trace[max(0, len(s.trace)-traceTail):] {
 		b.WriteString(l)

@@ -174,3 +174,98 @@ func TestChosenClaimOneOfTwoReplicasRecordedIsMadeFinal(t *testing.T) {
 	require.True(t, serving)
 	require.Equal(t, mb.Accepted.Epoch, served.Base, "c did not build on C")
 }
+
+// The mirror of the case above. Both replicas of a base of two accepted
+// its successor C, and neither recorded it yet. A proposer c prepares a
+// higher ballot from the base and both promise it. Re-proposing C's value
+// at that ballot would let one replica (a) accept the re-proposal while
+// C's record reaches the other (b) first: b's record counts, so b refuses
+// the re-proposal, and a's does not (a's accepted proposal is no longer
+// C), so neither claim could ever be made final. The proposer instead
+// sees that both promisers accepted C and would count its record, and
+// makes C final. C's owner then cannot serve it (its replicas promised
+// the higher ballot) and acquires the partition from C.
+func TestPromisersOfABaseOfTwoThatAcceptedOneClaimGetItMadeFinal(t *testing.T) {
+	const p = 1
+	m := &mesh{}
+	_, sa := m.add(t, "a")
+	_, sb := m.add(t, "b")
+	c, _ := m.add(t, "c")
+	k := claimOn(t, p, store.Claim{Epoch: 1, Owner: "a", Replicas: []string{"a", "b"}, BaseReplicas: []string{"a"}}, sa, sb)
+	want := []string{"c", "a", "b"}
+
+	// c proposes C; a and b accept it, and every record of it is lost.
+	m.setDrop(func(_, _, kind string) bool { return kind == "choose" })
+	ok, _ := c.acquire(p, k, &ring.Table{}, want)
+	require.False(t, ok, "C was made final without records")
+	mb, err := sb.Meta(p)
+	require.NoError(t, err)
+	cc := mb.Accepted
+	require.Equal(t, "c", cc.Owner, "b did not accept C")
+
+	// c tries again from the base; its Accepts to b are lost. Then C's
+	// record reaches b alone.
+	m.setDrop(func(_, to, kind string) bool { return to == "b" && kind == "accept" })
+	_, seen := c.acquire(p, k, &ring.Table{}, want)
+	c.parts[p].done(false, time.Now(), 0, seen) // as the planner does: the next ballot is above it
+	m.setDrop(func(_, to, kind string) bool { return to == "a" && kind == "choose" })
+	c.drive(NewAnnouncer(p, cc), false)
+	m.setDrop(nil)
+
+	final, _ := c.claims.Get(p)
+	require.Equal(t, cc, final, "C was not made final")
+	ok, _ = c.acquire(p, cc, &ring.Table{}, want)
+	require.True(t, ok, "the partition cannot be acquired from C")
+	served, serving := c.Serving(p)
+	require.True(t, serving)
+	require.Equal(t, cc.Epoch, served.Base, "c did not build on C")
+}
+
+// The same with three replicas, one of which lost its data: a claim C
+// chosen by a and b, recorded by a only, while b promised a competing
+// ballot before C's record reached it, and c, which never accepted C,
+// lost its directory. b's record counts (it accepted C and nothing
+// since), so C is made final; without that, a refuses every proposer from
+// the base (it recorded C), c takes no part, and the partition would never
+// be served again. Found by the simulation with -sim.wipe.
+func TestChosenClaimIsMadeFinalWhenTheReplicaThatMissedItLostItsData(t *testing.T) {
+	const p = 1
+	m := &mesh{}
+	a, sa := m.add(t, "a")
+	_, sb := m.add(t, "b")
+	_, sc := m.add(t, "c")
+	d, _ := m.add(t, "d")
+	table := &ring.Table{}
+	k := claimOn(t, p, store.Claim{Epoch: 1, Owner: "a", Replicas: []string{"a", "b", "c"}, BaseReplicas: []string{"a"}}, sa, sb, sc)
+
+	// a proposes C: a and b accept it, only a records it.
+	m.setDrop(func(_, to, kind string) bool {
+		return to == "b" && kind == "choose" || to == "c" && (kind == "accept" || kind == "choose")
+	})
+	ok, _ := a.acquire(p, k, table, []string{"a", "b", "c"})
+	require.False(t, ok, "C was made final with one record")
+
+	// d's Prepare raises b's promise above C's epoch; its Syncs are lost.
+	m.setDrop(func(_, _, kind string) bool { return kind == "sync" })
+	var mb store.Meta
+	for range 3 { // until d's ballot is above C's
+		_, seen := d.acquire(p, k, table, []string{"d", "a", "b"})
+		d.parts[p].done(false, time.Now(), 0, seen)
+		var err error
+		mb, err = sb.Meta(p)
+		require.NoError(t, err)
+		if mb.Promised > mb.Accepted.Epoch {
+			break
+		}
+	}
+	require.Greater(t, mb.Promised, mb.Accepted.Epoch, "b did not promise above C")
+	require.Equal(t, "a", mb.Accepted.Owner, "b did not accept C")
+
+	m.add(t, "c") // c lost its data directory
+	m.setDrop(nil)
+	ok, _ = d.acquire(p, k, table, []string{"d", "a", "b"})
+	require.True(t, ok, "the partition cannot be acquired any more")
+	served, serving := d.Serving(p)
+	require.True(t, serving)
+	require.Equal(t, mb.Accepted.Epoch, served.Base, "d did not build on C")
+}

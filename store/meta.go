@@ -73,24 +73,24 @@ type Meta struct {
 }
 
 // RecordCounts reports whether a replica in state m, recording claim c as
-// chosen, counts toward making c final. It must know no newer chosen claim
-// and have promised nothing above c's epoch; or, if c's base has two
-// replicas, have accepted c itself and nothing since (it accepted c, then
-// promised a competing higher ballot), or hold c as chosen already (a
-// record kept under that rule, asked again).
+// chosen, counts toward making c final. It must know no newer chosen claim,
+// and either have promised nothing above c's epoch, or have accepted c
+// itself and nothing since (it accepted c, then promised a competing
+// higher ballot), or hold c as chosen already (a record kept because it
+// counted, asked again).
 //
-// The second case is for a base of two, where a majority is both: c
-// chosen and recorded by one replica while the other promised a competing
-// ballot first could otherwise never be made final, and no proposer from
-// the base could replace it (the replica that recorded c answers each
-// with c), so the partition would never be served again. It is safe for
-// any base: a proposal at a higher ballot that this replica also accepts
-// cannot be chosen beside c, since accepted before the record it replaced
-// c as the accepted value, and accepted after it the record made the
-// replica refuse it. It is kept to bases of two because a replica that
-// records c blocks every proposer from the base, and with three replicas
-// one blocking replica too many stalls proposers that could otherwise
-// replace a claim that will never be final.
+// Without the second case, c chosen and recorded by some replicas while
+// the others promised a competing ballot first could never be made final,
+// while the replicas that recorded c answer every proposer from the base
+// with c: the partition would never be served again. It is safe: of two
+// final successors of one base, some replica accepted the newer one and
+// recorded the older one; it accepted first (a replica that knows a
+// successor chosen accepts nothing more from the base), so when it
+// recorded the older one its promise was above that one's epoch and its
+// accepted proposal was not that one, and its record did not count. A
+// proposer whose promisers all accepted c makes c final instead of
+// proposing its value again (owner.Proposer), so that the replicas that
+// recorded c do not block it.
 func (m Meta) RecordCounts(c Claim) bool {
 	if m.HasChosen && m.Chosen.Epoch > c.Epoch {
 		return false
@@ -98,7 +98,7 @@ func (m Meta) RecordCounts(c Claim) bool {
 	if m.Promised <= c.Epoch {
 		return true
 	}
-	return len(c.BaseReplicas) == 2 && (m.Accepted.Equal(c) || m.HasChosen && m.Chosen.Equal(c))
+	return m.Accepted.Equal(c) || m.HasChosen && m.Chosen.Equal(c)
 }
 
 // Equal reports whether c and o are the same claim.
