@@ -27,8 +27,10 @@ const placementVersion = 1
 // claims). Bump it with any change to them: nodes of builds that differ
 // refuse each other at join, with ring.ErrIncompatible naming both, rather
 // than fail on every message. Version 2 added Sync.Wait and SyncReply,
-// version 3 a call's deadline (callRequest.Budget).
-const protocolVersion = 3
+// version 3 a call's deadline (callRequest.Budget), version 4 the
+// cancellation of a request (wire.FlagCancel), which a node of version 3
+// takes for a broken connection.
+const protocolVersion = 4
 
 // Node is one member of a cluster: it serves the partitions it owns and
 // routes calls for the others. Create it with New, register handlers with

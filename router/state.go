@@ -16,9 +16,9 @@ import (
 // ctx is the caller's own context when the call entered at the owner. A
 // call forwarded from another node runs under the caller's deadline (the
 // time the caller had left when the request was sent, so it ends no
-// earlier than the caller's), and its ctx also ends when the connection
-// from that node drops; a cancellation before the deadline is not sent.
-// Either way ctx ends when the node closes, and a call whose ctx ends
+// earlier than the caller's), and its ctx also ends when the caller
+// cancels its own or the connection from that node drops. Either way ctx
+// ends when the node closes, and a call whose ctx ends
 // while it waits behind its key's earlier calls does not run.
 type Handler func(ctx context.Context, req *Request) ([]byte, error)
 

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/singlewriter/singlewriter/internal/wire"
 	"github.com/stretchr/testify/require"
@@ -104,11 +105,7 @@ func TestCancelReturnsWhileHandlerBlocks(t *testing.T) {
 	addr := srv.Addr().String()
 
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.Call(ctx, addr, 1, []byte("slow"))
-		done <- err
-	}()
+	done := goCall(ctx, c, addr, 1)
 	<-entered
 	cancel()
 	require.ErrorIs(t, waitResult(t, done), context.Canceled)
@@ -119,6 +116,53 @@ func TestCancelReturnsWhileHandlerBlocks(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []byte("\x02next"), resp)
 	require.EqualValues(t, 1, srv.accepted.Load())
+}
+
+// A call its caller cancels cancels its handler's context on the server,
+// which can then stop working for nobody. One that reaches its deadline
+// does not: a server that needs the caller's deadline is sent it in the
+// request (the router's calls are), and the others' handlers run on as
+// they did before cancellations were sent.
+func TestCancelledCallCancelsItsHandlersContextAndADeadlineDoesNot(t *testing.T) {
+	requireNoLeaks(t)
+	entered := make(chan context.Context, 1)
+	release := make(chan struct{})
+	srv := startServer(t, nil, func(ctx context.Context, typ uint8, body []byte) ([]byte, error) {
+		if typ == 1 {
+			entered <- ctx
+			select {
+			case <-ctx.Done():
+			case <-release:
+			}
+		}
+		return echo(ctx, typ, body)
+	})
+	c := newClient(t, ClientConfig{})
+	addr := srv.Addr().String()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := goCall(ctx, c, addr, 1)
+	handler := <-entered
+	cancel()
+	require.ErrorIs(t, waitResult(t, done), context.Canceled)
+	select {
+	case <-handler.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler's context was not cancelled 10 s after its caller cancelled")
+	}
+
+	// Long enough for the request to reach the handler on a slow machine.
+	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	done = goCall(ctx, c, addr, 1)
+	handler = <-entered
+	require.ErrorIs(t, waitResult(t, done), context.DeadlineExceeded)
+	// The server reads a connection's frames in order: once this call is
+	// answered, a cancel sent before it has been read.
+	_, err := c.Call(context.Background(), addr, 2, nil)
+	require.NoError(t, err)
+	require.NoError(t, handler.Err(), "the caller's deadline cancelled the handler")
+	close(release)
 }
 
 func TestCancelledContextBeforeCallReturnsCtxErr(t *testing.T) {

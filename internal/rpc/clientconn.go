@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -57,7 +58,11 @@ func newClientConn(k connKey) *clientConn {
 
 func (cc *clientConn) key() connKey { return connKey{cc.addr, cc.node} }
 
-// call sends one request and waits for its response or for ctx.
+// call sends one request and waits for its response or for ctx. If ctx is
+// cancelled after the request was queued, the server is told (a FlagCancel
+// frame), so that it cancels the handler's context; a deadline is not told
+// (a server that needs it is sent it in the request, as the router's calls
+// are).
 func (cc *clientConn) call(ctx context.Context, typ uint8, body []byte) ([]byte, error) {
 	id := cc.nextID.Add(1)
 	ch := make(chan result, 1)
@@ -80,6 +85,11 @@ func (cc *clientConn) call(ctx context.Context, typ uint8, body []byte) ([]byte,
 		return r.body, r.err
 	case <-ctx.Done():
 		cc.forget(id)
+		if errors.Is(ctx.Err(), context.Canceled) {
+			// At most once, and never blocking: with the queue full the
+			// handler runs on to its end, as before cancellations were sent.
+			cc.link.offer(wire.Frame{ID: id, Type: typ, Flags: wire.FlagCancel})
+		}
 		return nil, ctx.Err()
 	}
 }

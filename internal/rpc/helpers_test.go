@@ -124,6 +124,17 @@ func newClient(t testing.TB, cfg ClientConfig) *Client {
 
 // waitResult waits for a call's outcome, failing the test if it takes
 // implausibly long (a hang, not a timing assumption).
+// goCall runs c.Call with a body of "x" in a goroutine and returns where
+// its error arrives.
+func goCall(ctx context.Context, c *Client, addr string, typ uint8) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Call(ctx, addr, typ, []byte("x"))
+		done <- err
+	}()
+	return done
+}
+
 func waitResult(t testing.TB, ch <-chan error) error {
 	t.Helper()
 	select {

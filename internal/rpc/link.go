@@ -107,6 +107,15 @@ func (l *link) send(ctx context.Context, f wire.Frame) error {
 	}
 }
 
+// offer queues f for the writer if the queue has room at once, and drops it
+// otherwise.
+func (l *link) offer(f wire.Frame) {
+	select {
+	case l.queue <- f:
+	default:
+	}
+}
+
 // writeNow writes and flushes one frame synchronously. Only for the
 // handshake, before writeLoop runs.
 func (l *link) writeNow(f wire.Frame) error {

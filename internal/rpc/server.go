@@ -212,19 +212,43 @@ func (s *Server) handshake(l *link) (Hello, int, error) {
 	return peer, maxFrame, l.nc.SetReadDeadline(time.Time{})
 }
 
-// readRequests reads requests and starts a handler goroutine for each, until
-// reading fails or a frame breaks the protocol. maxAnswer bounds the
-// answers: the largest frame both ends accept.
+// readRequests reads requests and starts a handler goroutine for each, with
+// a context of its own, until reading fails or a frame breaks the
+// protocol. A cancel frame cancels the context of the handler still
+// running for its id. maxAnswer bounds the answers: the largest frame both
+// ends accept.
 func (s *Server) readRequests(ctx context.Context, l *link, maxAnswer int) error {
+	running := map[uint64]context.CancelFunc{}
+	var mu sync.Mutex // guards running, shared with the handler goroutines
 	for {
 		f, err := wire.ReadFrame(l.br, s.cfg.MaxFrame)
 		if err != nil {
 			return err
 		}
-		if f.Flags != 0 {
+		switch f.Flags {
+		case 0:
+		case wire.FlagCancel:
+			mu.Lock()
+			cancel := running[f.ID]
+			mu.Unlock()
+			if cancel != nil {
+				cancel()
+			}
+			continue
+		default:
 			return fmt.Errorf("rpc: request %d has flags %#x", f.ID, f.Flags)
 		}
-		s.wg.Go(func() { s.handle(ctx, l, f, maxAnswer) })
+		hctx, cancel := context.WithCancel(ctx)
+		mu.Lock()
+		running[f.ID] = cancel
+		mu.Unlock()
+		s.wg.Go(func() {
+			s.handle(hctx, l, f, maxAnswer)
+			mu.Lock()
+			delete(running, f.ID)
+			mu.Unlock()
+			cancel()
+		})
 	}
 }
 

@@ -3,7 +3,7 @@
 //
 // A frame on the stream is a 4-byte big-endian length of the rest, then an
 // 8-byte big-endian request id, a 1-byte message type, a 1-byte flags field
-// (FlagResponse, FlagError) and the body:
+// (FlagResponse, FlagError, FlagCancel) and the body:
 //
 //	var e wire.Encoder
 //	e.String("orders/42")

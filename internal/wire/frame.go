@@ -17,6 +17,9 @@ const (
 	FlagResponse uint8 = 1 << 0
 	// FlagError marks a response whose body is an error text, not a result.
 	FlagError uint8 = 1 << 1
+	// FlagCancel marks a frame, with no body, that tells the server its
+	// caller gave up on the request with the same id: no answer follows.
+	FlagCancel uint8 = 1 << 2
 )
 
 // lengthSize is the size of the big-endian length prefix.
@@ -32,7 +35,7 @@ type Frame struct {
 	ID uint64
 	// Type says how to decode Body; its meaning belongs to the caller.
 	Type uint8
-	// Flags holds FlagResponse and FlagError.
+	// Flags holds FlagResponse, FlagError or FlagCancel.
 	Flags uint8
 	// Body is the encoded message.
 	Body []byte
