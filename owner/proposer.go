@@ -185,7 +185,8 @@ func (a *Proposer) chosenByPromisers() (store.Claim, bool) {
 	var c store.Claim
 	for _, from := range sortedKeys(a.promises) {
 		acc := a.promises[from].Accepted
-		if acc.Owner == "" || acc.Base != a.base.Epoch || c.Owner != "" && !c.Equal(acc) {
+		ofBase := acc.Base == a.base.Epoch && slices.Equal(acc.BaseReplicas, a.base.Replicas)
+		if acc.Owner == "" || !ofBase || c.Owner != "" && !c.Equal(acc) {
 			return store.Claim{}, false
 		}
 		c = acc

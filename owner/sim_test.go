@@ -693,7 +693,7 @@ func TestSimulation(t *testing.T) {
 // TestSimulationReplaysExactly runs seeds twice and compares their traces:
 // a failing seed must replay step for step.
 func TestSimulationReplaysExactly(t *testing.T) {
-	for _, seed := range []uint64{1, 2, 3, 4, 7, 12} {
+	for _, seed := range []uint64{1, 2, 3, 4, 7, 12, 14, 15} { // 14 and 15: RF 3, claims of two or three replicas
 		a, b := newSim(configFor(seed)), newSim(configFor(seed))
 		a.run()
 		b.run()
