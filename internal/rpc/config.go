@@ -21,7 +21,8 @@ const (
 
 // Handler answers one request. It runs in its own goroutine, so requests on
 // one connection are handled concurrently. ctx is cancelled when the server
-// closes or the connection drops. A non-nil error is sent back as its text,
+// closes, the connection drops or the caller cancels its call (not at the
+// caller's deadline, which the server is not told). A non-nil error is sent back as its text,
 // and the caller gets it as a *RemoteError. The server writes respBody after
 // the handler returns, so the handler must not modify it afterwards.
 type Handler func(ctx context.Context, typ uint8, body []byte) (respBody []byte, err error)

@@ -122,8 +122,6 @@ func newClient(t testing.TB, cfg ClientConfig) *Client {
 	return c
 }
 
-// waitResult waits for a call's outcome, failing the test if it takes
-// implausibly long (a hang, not a timing assumption).
 // goCall runs c.Call with a body of "x" in a goroutine and returns where
 // its error arrives.
 func goCall(ctx context.Context, c *Client, addr string, typ uint8) <-chan error {
@@ -135,6 +133,8 @@ func goCall(ctx context.Context, c *Client, addr string, typ uint8) <-chan error
 	return done
 }
 
+// waitResult waits for a call's outcome, failing the test if it takes
+// implausibly long (a hang, not a timing assumption).
 func waitResult(t testing.TB, ch <-chan error) error {
 	t.Helper()
 	select {

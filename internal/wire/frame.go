@@ -18,7 +18,8 @@ const (
 	// FlagError marks a response whose body is an error text, not a result.
 	FlagError uint8 = 1 << 1
 	// FlagCancel marks a frame, with no body, that tells the server its
-	// caller gave up on the request with the same id: no answer follows.
+	// caller gave up on the request with the same id; the caller discards
+	// any answer that still comes.
 	FlagCancel uint8 = 1 << 2
 )
 
