@@ -66,11 +66,11 @@ func HandleAccept(ctx context.Context, acc Acceptor, req Accept) (AcceptReply, e
 
 // HandleChoose is a replica's answer to a Choose. The record counts toward
 // making the claim final only if the replica knew no newer chosen claim
-// and had promised nothing above the claim's epoch, or had accepted the
-// claim itself and nothing since (store.Meta.RecordCounts): a proposer
-// that prepared a higher ballot on this replica first either meets the
-// record (and learns the claim), or prevents it from counting, or carries
-// the claim's value and is refused its accepts.
+// and had accepted no newer successor of the claim's base
+// (store.Meta.RecordCounts): a proposer that prepared a higher ballot on
+// this replica either meets the record (and learns the claim), or has its
+// newer successor accepted first (and the record does not count), or is
+// refused its accepts after the record.
 func HandleChoose(ctx context.Context, acc Acceptor, req Choose) (ChooseReply, error) {
 	prev, err := acc.Choose(ctx, req.P, req.Claim, req.Final)
 	if err != nil {

@@ -59,8 +59,8 @@ type checker struct {
 	accepts map[pbe]*acceptRec
 	// records holds, per claim (partition, base, epoch), the nodes whose
 	// record of it counts toward finality: they knew no newer chosen claim
-	// when they recorded it, and had promised nothing above its epoch or
-	// had accepted it and nothing since.
+	// when they recorded it, and had accepted no newer successor of its
+	// base.
 	records map[pbe]map[string]bool
 	// finals holds every claim some replica marked final, by partition
 	// and epoch; finalOf by partition and base epoch (the root excepted).
@@ -183,9 +183,9 @@ func (c *checker) recorded(node string, p int, v store.Claim, prev store.Meta) {
 		c.s.violate(vLearned, "%s recorded %s for p%d, which the checker never saw chosen", node, fmtClaim(v), p)
 		return
 	}
-	// It counts if the node knew no newer chosen claim and had promised
-	// nothing above v's epoch, or had accepted v itself and nothing since.
-	if prev.HasChosen && prev.Chosen.Epoch > v.Epoch || prev.Promised > v.Epoch && !sameClaim(prev.Accepted, v) {
+	// It counts if the node knew no newer chosen claim and had accepted no
+	// newer successor of v's base.
+	if prev.HasChosen && prev.Chosen.Epoch > v.Epoch || prev.Accepted.Owner != "" && prev.Accepted.Base == v.Base && prev.Accepted.Epoch > v.Epoch {
 		return
 	}
 	k := pbe{p, v.Base, v.Epoch}

@@ -110,14 +110,16 @@ func TestChooseMarksFinalAndReturnsThePreviousMeta(t *testing.T) {
 func TestChooseKeepsNoRecordThatCannotCountTowardFinality(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
+	c := Claim{Epoch: 3, Owner: "b", Replicas: []string{"b"}, BaseReplicas: []string{"a"}}
+	newer := Claim{Epoch: 5, Owner: "c", Replicas: []string{"c"}, BaseReplicas: []string{"a"}}
 	_, err := s.Promise(ctx, 0, 5)
 	require.NoError(t, err)
-	c := Claim{Epoch: 3, Owner: "b", Replicas: []string{"b"}, BaseReplicas: []string{"a"}}
+	require.NoError(t, s.Accept(ctx, 0, newer))
 	prev, err := s.Choose(ctx, 0, c, false)
 	require.NoError(t, err)
 	require.Equal(t, epoch.Epoch(5), prev.Promised)
 	m, _ := s.Meta(0)
-	require.False(t, m.HasChosen, "a ballot above the claim was promised first: the record would not count, it is not kept")
+	require.False(t, m.HasChosen, "a newer successor of the base was accepted first: the record would not count, it is not kept")
 	audit, _ := s.Audit(0)
 	require.Empty(t, audit)
 

@@ -73,32 +73,29 @@ type Meta struct {
 }
 
 // RecordCounts reports whether a replica in state m, recording claim c as
-// chosen, counts toward making c final. It must know no newer chosen claim,
-// and either have promised nothing above c's epoch, or have accepted c
-// itself and nothing since (it accepted c, then promised a competing
-// higher ballot), or hold c as chosen already (a record kept because it
-// counted, asked again).
+// chosen, counts toward making c final: it knows no chosen claim newer
+// than c, and it accepted no successor of c's base newer than c.
 //
-// Without the second case, c chosen and recorded by some replicas while
-// the others promised a competing ballot first could never be made final,
-// while the replicas that recorded c answer every proposer from the base
-// with c: the partition would never be served again. It is safe: of two
-// final successors of one base, some replica accepted the newer one and
-// recorded the older one; it accepted first (a replica that knows a
-// successor chosen accepts nothing more from the base), so when it
-// recorded the older one its promise was above that one's epoch and its
-// accepted proposal was not that one, and its record did not count. A
-// proposer whose promisers all accepted c makes c final instead of
-// proposing its value again (owner.Proposer), so that the replicas that
-// recorded c do not block it.
+// That is what keeps two successors of one base from both being final. Of
+// two final successors, some replica accepted the newer one and recorded
+// the older one (a majority did each). It accepted first: a replica that
+// holds a successor as chosen accepts nothing more from the base. So when
+// it recorded the older one its accepted proposal was the newer one or a
+// later successor, and its record did not count. The argument needs the
+// replica's memory to be continuous: a replica that lost its data
+// directory records nothing that is not final (owner.Owner.HandleChoose).
+//
+// A rule any stricter strands chosen claims. A replica that promised a
+// competing ballot without accepting anything, or after accepting c,
+// still counts: otherwise c, recorded by some replicas (which then refuse
+// every proposer from the base) and not countable by the others, could
+// never become final, and the partition would never be served again.
 func (m Meta) RecordCounts(c Claim) bool {
 	if m.HasChosen && m.Chosen.Epoch > c.Epoch {
 		return false
 	}
-	if m.Promised <= c.Epoch {
-		return true
-	}
-	return m.Accepted.Equal(c) || m.HasChosen && m.Chosen.Equal(c)
+	a := m.Accepted
+	return a.Owner == "" || a.Base != c.Base || a.Epoch <= c.Epoch
 }
 
 // Equal reports whether c and o are the same claim.

@@ -54,3 +54,29 @@ func FuzzDecodeMeta(f *testing.F) {
 		require.Equal(t, m, again)
 	})
 }
+
+// A record counts unless the replica knows a newer chosen claim or
+// accepted a newer successor of the same base, whatever it promised.
+func TestRecordCountsUnlessTheReplicaKnowsOrAcceptedSomethingNewer(t *testing.T) {
+	c := Claim{Epoch: 5, Base: 2, Owner: "a", Replicas: []string{"a", "b", "c"}, BaseReplicas: []string{"a", "b", "c"}}
+	newer, older := c, c
+	newer.Epoch, older.Epoch = 6, 4
+	otherBase := c
+	otherBase.Base, otherBase.Epoch = 1, 9
+	for _, tc := range []struct {
+		name   string
+		m      Meta
+		counts bool
+	}{
+		{"promised nothing above it", Meta{Promised: 5}, true},
+		{"promised above it, accepted nothing", Meta{Promised: 9}, true},
+		{"promised above it after accepting it", Meta{Promised: 9, Accepted: c}, true},
+		{"promised above it after accepting an older successor", Meta{Promised: 9, Accepted: older}, true},
+		{"accepted a proposal for another base", Meta{Promised: 9, Accepted: otherBase}, true},
+		{"holds it as chosen", Meta{Promised: 9, HasChosen: true, Chosen: c}, true},
+		{"accepted a newer successor of its base", Meta{Promised: 6, Accepted: newer}, false},
+		{"knows a newer chosen claim", Meta{Promised: 6, HasChosen: true, Chosen: newer}, false},
+	} {
+		require.Equal(t, tc.counts, tc.m.RecordCounts(c), tc.name)
+	}
+}
