@@ -251,3 +251,61 @@ func TestReplicaThatLostItsDataRecordsOnlyFinalClaims(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, meta.HasChosen && meta.Final && meta.Chosen.Equal(next), "b did not learn the final claim: %+v", meta)
 }
+
+// A replica that lost its data directory takes no replicated batch. A
+// delayed start marker of a claim over no data follows the zero position,
+// where a blank store stands: applied, it would make the replica look as
+// if it remembered, and it would take part again, with a blank memory, in
+// the choice of a successor it had helped decide. Only a Sync readmits it
+// (store.Readmit). Found by a helper review, with two owners acknowledging
+// writes.
+//
+// K (epoch 1, replicas a, w, x; its marker committed on a and x) is
+// succeeded by d's claim D, chosen and recorded by a and w while x hears
+// nothing. w loses its directory, then K's marker reaches it. c, which
+// knows only K and is cut off from a and d, asks w and x.
+func TestReplicaThatLostItsDataTakesNoReplicatedBatch(t *testing.T) {
+	ctx := context.Background()
+	const p = 1
+	m := &mesh{}
+	_, sa := m.add(t, "a")
+	_, sw := m.add(t, "w")
+	_, sx := m.add(t, "x")
+	d, _ := m.add(t, "d")
+	c, _ := m.add(t, "c")
+	table := &ring.Table{}
+	k := store.Claim{Epoch: 1, Owner: "a", Replicas: []string{"a", "w", "x"}, BaseReplicas: []string{"a"}}
+	for _, s := range []*store.Store{sa, sw, sx} {
+		_, err := s.Promise(ctx, p, 1)
+		require.NoError(t, err)
+		_, err = s.Choose(ctx, p, k, true)
+		require.NoError(t, err)
+	}
+	for _, s := range []*store.Store{sa, sx} {
+		require.NoError(t, s.Commit(ctx, &store.Batch{Partition: p, Epoch: 1}))
+	}
+
+	m.setDrop(func(from, to, _ string) bool { return to == "x" || from == "x" })
+	ok, _ := d.acquire(p, k, table, []string{"d", "a", "w"})
+	require.True(t, ok)
+	dc, _ := d.Serving(p)
+
+	w, sw := m.add(t, "w")
+	errs := w.HandleReplicate(ctx, Replicate{Batches: []store.Batch{{Partition: p, Epoch: 1, Prev: &store.Position{}}}})
+	require.Error(t, errs[0], "the replica that lost its data applied a replicated batch")
+	mw, err := sw.Meta(p)
+	require.NoError(t, err)
+	require.Zero(t, mw.Promised)
+
+	cut := func(x, y string) func(from, to, _ string) bool {
+		return func(from, to, _ string) bool { return from == x && to == y || from == y && to == x }
+	}
+	ca, cd := cut("c", "a"), cut("c", "d")
+	m.setDrop(func(from, to, kind string) bool { return ca(from, to, kind) || cd(from, to, kind) })
+	for range 3 {
+		ok, seen := c.acquire(p, k, table, []string{"c", "w", "x"})
+		c.parts[p].done(ok, time.Time{}, 0, seen)
+	}
+	got, serving := c.Serving(p)
+	require.False(t, serving && got.Base == k.Epoch, "a second successor of K was made final: %+v, beside %+v", got, dc)
+}

@@ -256,6 +256,21 @@ func (o *Owner) submitReplicated(ctx context.Context, b *store.Batch) (queuedCom
 	if b.Prev == nil {
 		return nil, fmt.Errorf("owner: replicated batch of partition %d names no previous position", b.Partition)
 	}
+	if *b.Prev == (store.Position{}) {
+		// Only a blank replica is at the zero position: one that lost its
+		// data directory, or whose first copy never came. Applying this
+		// batch (a claim's start marker over no data) would make it look
+		// as if it remembered, and it would take part again, with a blank
+		// memory, in choices it voted in before; only a Sync readmits it
+		// (store.Readmit).
+		m, err := o.store.Meta(b.Partition)
+		if err != nil {
+			return nil, err
+		}
+		if blank(m) {
+			return nil, fmt.Errorf("owner: partition %d: %s holds no promise and no data of it (was its data directory lost?); it takes no replicated batch until a new claim syncs it", b.Partition, o.cfg.Self)
+		}
+	}
 	pending, err := o.parts[b.Partition].applyInTurn(ctx, b, func() (store.Meta, error) {
 		return o.store.Meta(b.Partition)
 	}, func(b *store.Batch) queuedCommit { return o.store.Submit(b) })

@@ -14,6 +14,19 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// syncedReplicaOf is replicaOf with every partition promised epoch 1, as
+// the Sync of the claim whose batches it takes would have left it: a
+// replica that holds no promise and no data takes no replicated batch.
+func syncedReplicaOf(t *testing.T, configure ...func(*Config)) (*Owner, *store.Store) {
+	t.Helper()
+	o, s := replicaOf(t, configure...)
+	for p := range 4 {
+		_, err := s.Promise(context.Background(), p, 1)
+		require.NoError(t, err)
+	}
+	return o, s
+}
+
 // replicaOf returns an Owner over a fresh store, used as a replica only.
 func replicaOf(t *testing.T, configure ...func(*Config)) (*Owner, *store.Store) {
 	t.Helper()
@@ -48,7 +61,7 @@ func TestReplicaRefusesTheBatchOfADeposedOwner(t *testing.T) {
 		if !fencing {
 			testhook.DisableFencing(t) // the control: the stale write then lands
 		}
-		r, s := replicaOf(t)
+		r, s := syncedReplicaOf(t)
 		require.NoError(t, apply(ctx, r, write(1, store.Position{}, "k", "old owner")))
 		// A new owner's Prepare reached this replica: it promised epoch 2,
 		// and the new owner's first batch has not arrived yet.
@@ -72,7 +85,7 @@ func TestReplicaRefusesTheBatchOfADeposedOwner(t *testing.T) {
 // of the new owner at (2, 2).
 func replacedReplica(t *testing.T) (*Owner, *store.Store) {
 	ctx := context.Background()
-	r, s := replicaOf(t)
+	r, s := syncedReplicaOf(t)
 	require.NoError(t, apply(ctx, r, write(1, store.Position{}, "k", "old owner")))
 	_, err := s.Promise(ctx, 1, 2)
 	require.NoError(t, err)
@@ -96,7 +109,7 @@ func TestReplicaTellsADeposedOwnerItWasReplacedAfterTheNewOwnersBatches(t *testi
 
 func TestReplicaAppliesBatchesInTheOwnersOrderWhateverTheirArrival(t *testing.T) {
 	ctx := context.Background()
-	r, s := replicaOf(t)
+	r, s := syncedReplicaOf(t)
 	second := make(chan error, 1)
 	go func() { second <- apply(ctx, r, write(1, store.Position{Epoch: 1, LSN: 1}, "k", "second")) }()
 	pt := r.parts[1]
@@ -147,7 +160,7 @@ func TestReplicaRefusesAtOnceTheBatchesThatFollowARefusedOne(t *testing.T) {
 // twice, unless it promised a newer epoch since.
 func TestReplicaConfirmsABatchItHoldsAlready(t *testing.T) {
 	ctx := context.Background()
-	r, s := replicaOf(t)
+	r, s := syncedReplicaOf(t)
 	first := write(1, store.Position{}, "k", "v1")
 	require.NoError(t, apply(ctx, r, first))
 	require.NoError(t, apply(ctx, r, write(1, store.Position{Epoch: 1, LSN: 1}, "k", "v2")))
@@ -173,7 +186,7 @@ func TestReplicaConfirmsABatchItHoldsAlready(t *testing.T) {
 // confirmed from that position.
 func TestReplicaDoesNotConfirmABatchItNoLongerHolds(t *testing.T) {
 	ctx := context.Background()
-	r, s := replicaOf(t)
+	r, s := syncedReplicaOf(t)
 	require.NoError(t, apply(ctx, r, write(1, store.Position{}, "k", "v1")))
 	second := write(1, store.Position{Epoch: 1, LSN: 1}, "k", "v2")
 	require.NoError(t, apply(ctx, r, second))
@@ -547,7 +560,7 @@ func TestBatchEveryBackupRefusesAtOnceFailsAtOnce(t *testing.T) {
 
 func TestReplicaAppliesTheBatchesOfOneMessageInOrderWithAnOutcomeEach(t *testing.T) {
 	ctx := context.Background()
-	r, s := replicaOf(t)
+	r, s := syncedReplicaOf(t)
 	errs := r.HandleReplicate(ctx, Replicate{Batches: []store.Batch{
 		write(1, store.Position{}, "k", "first"),
 		write(1, store.Position{Epoch: 1, LSN: 1}, "k", "second"),

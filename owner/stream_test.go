@@ -115,7 +115,7 @@ func (l *lossyTransport) Replicate(ctx context.Context, _ string, req Replicate)
 
 func TestStreamSendsAMessageAgainWhenSendingItFailed(t *testing.T) {
 	for _, afterApply := range []bool{false, true} {
-		r, rs := replicaOf(t)
+		r, rs := syncedReplicaOf(t)
 		s, err := store.Open(store.Config{Dir: t.TempDir(), NoSync: true})
 		require.NoError(t, err)
 		tr := &lossyTransport{r: r, afterApply: afterApply, lose: 1}

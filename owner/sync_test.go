@@ -59,6 +59,8 @@ func TestSyncDoesNotKeepACopyThatIsDroppedMeanwhile(t *testing.T) {
 		require.NoError(t, err)
 		r, err := New(Config{Self: "r", Partitions: 4, Store: s, Transport: unreachableSource{}})
 		require.NoError(t, err)
+		_, err = s.Promise(ctx, 1, 11) // a replica the claim at epoch 11 synced
+		require.NoError(t, err)
 		require.NoError(t, apply(ctx, r, write(11, store.Position{}, "k", "v")))
 
 		var wg sync.WaitGroup
@@ -135,6 +137,8 @@ func TestSyncInstallsEveryPageOrNothing(t *testing.T) {
 	r, err := New(Config{Self: "r", Partitions: 4, Store: s, Transport: source})
 	require.NoError(t, err)
 	defer r.Close()
+	_, err = s.Promise(ctx, 1, 5) // a replica the claim at epoch 5 synced
+	require.NoError(t, err)
 	require.NoError(t, apply(ctx, r, write(5, store.Position{}, "old", "x")))
 	req := Sync{P: 1, Ballot: 17, Base: store.Claim{Epoch: 11, Owner: "b", Replicas: []string{"b", "r"}}, Source: "b", Pos: held.Position}
 
@@ -192,7 +196,7 @@ func stagedCopies(t *testing.T, dir string) int {
 // not wait for predecessors that will never come.
 func TestSyncKeepingACopyAcceptsTheNewOwnersFirstBatch(t *testing.T) {
 	ctx := context.Background()
-	r, s := replicaOf(t)
+	r, s := syncedReplicaOf(t)
 	require.NoError(t, apply(ctx, r, write(1, store.Position{}, "k", "as a backup of epoch 1")))
 	// As owner at epoch 2, its writes bypass the replication queue.
 	owned := store.Position{Epoch: 1, LSN: 1}
