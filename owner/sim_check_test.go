@@ -185,7 +185,7 @@ func (c *checker) recorded(node string, p int, v store.Claim, prev store.Meta) {
 	}
 	// It counts if the node knew no newer chosen claim and had accepted no
 	// newer successor of v's base.
-	if prev.HasChosen && prev.Chosen.Epoch > v.Epoch || prev.Accepted.Owner != "" && prev.Accepted.Base == v.Base && prev.Accepted.Epoch > v.Epoch {
+	if prev.HasChosen && prev.Chosen.Epoch > v.Epoch || prev.Accepted.Owner != "" && prev.Accepted.Base == v.Base && prev.Accepted.Epoch >= v.Epoch && !sameClaim(prev.Accepted, v) {
 		return
 	}
 	k := pbe{p, v.Base, v.Epoch}

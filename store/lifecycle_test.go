@@ -44,7 +44,7 @@ func TestReopenKeepsDataMetaAndClusterID(t *testing.T) {
 	_, err = s.Promise(ctx, 7, 3)
 	require.NoError(t, err)
 	owner := Claim{Epoch: 3, Owner: "a", Replicas: []string{"a", "b", "c"}}
-	require.NoError(t, s.Accept(ctx, 7, Claim{Epoch: 3, Owner: "a"}))
+	require.NoError(t, s.Accept(ctx, 7, owner))
 	require.NoError(t, choose(ctx, s, 7, owner))
 	require.NoError(t, s.Commit(ctx, &Batch{Partition: 7, Epoch: 3, RequestID: []byte("r"), Response: []byte("ok"),
 		Writes: []KV{{Key: []byte("k"), Value: []byte("v")}}}))

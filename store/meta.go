@@ -74,7 +74,8 @@ type Meta struct {
 
 // RecordCounts reports whether a replica in state m, recording claim c as
 // chosen, counts toward making c final: it knows no chosen claim newer
-// than c, and it accepted no successor of c's base newer than c.
+// than c, and it accepted no successor of c's base newer than c (nor
+// another one at c's epoch, which only a lost memory could produce).
 //
 // That is what keeps two successors of one base from both being final. Of
 // two final successors, some replica accepted the newer one and recorded
@@ -95,7 +96,7 @@ func (m Meta) RecordCounts(c Claim) bool {
 		return false
 	}
 	a := m.Accepted
-	return a.Owner == "" || a.Base != c.Base || a.Epoch <= c.Epoch
+	return a.Owner == "" || a.Base != c.Base || a.Epoch < c.Epoch || a.Equal(c)
 }
 
 // Equal reports whether c and o are the same claim.

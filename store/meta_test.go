@@ -63,6 +63,8 @@ func TestRecordCountsUnlessTheReplicaKnowsOrAcceptedSomethingNewer(t *testing.T)
 	newer.Epoch, older.Epoch = 6, 4
 	otherBase := c
 	otherBase.Base, otherBase.Epoch = 1, 9
+	sameEpoch := c
+	sameEpoch.Owner = "b"
 	for _, tc := range []struct {
 		name   string
 		m      Meta
@@ -75,6 +77,7 @@ func TestRecordCountsUnlessTheReplicaKnowsOrAcceptedSomethingNewer(t *testing.T)
 		{"accepted a proposal for another base", Meta{Promised: 9, Accepted: otherBase}, true},
 		{"holds it as chosen", Meta{Promised: 9, HasChosen: true, Chosen: c}, true},
 		{"accepted a newer successor of its base", Meta{Promised: 6, Accepted: newer}, false},
+		{"accepted another successor at its epoch", Meta{Promised: 5, Accepted: sameEpoch}, false},
 		{"knows a newer chosen claim", Meta{Promised: 6, HasChosen: true, Chosen: newer}, false},
 	} {
 		require.Equal(t, tc.counts, tc.m.RecordCounts(c), tc.name)
