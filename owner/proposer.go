@@ -310,9 +310,9 @@ func (a *Proposer) toBase(mk func() Message) []Message {
 // than the base: the replica refuses the attempt. A final one ends the
 // attempt. One not known to be final ends it only once such refusals leave
 // too few replicas for a majority: while it is not final, it may never
-// become final (a majority of the base's replicas promised a higher ballot
-// before recording it), and a majority that does not know it must then be
-// able to replace it. That is safe: had it become final, a majority of the
+// become final (a majority of the base's replicas accepted a newer
+// successor before recording it), and a majority that does not know it
+// must then be able to replace it. That is safe: had it become final, a majority of the
 // base's replicas would have recorded it with a record that counts
 // (store.Meta.RecordCounts), and each of them refuses this attempt.
 func (a *Proposer) newer(from string, m store.Meta) bool {

@@ -143,8 +143,8 @@ func (n *simNode) onAccept(from string, m mAccept) {
 // base records nothing but a final claim, owner.HandleChoose records, and
 // a final claim is acted on (learn).
 func (n *simNode) onChoose(from string, m mChoose) {
-	base := store.Claim{Epoch: m.Req.Claim.Base, Replicas: m.Req.Claim.BaseReplicas}
 	if !m.Req.Final {
+		base := store.Claim{Epoch: m.Req.Claim.Base, Replicas: m.Req.Claim.BaseReplicas}
 		if meta, refused := n.refusal(m.Req.P, base, "choose"); refused {
 			if meta != nil && m.Att != 0 {
 				n.send(from, mChosen{Att: m.Att, Reply: owner.ChooseReply{Meta: *meta}})

@@ -42,9 +42,8 @@ func RequestID(id []byte) CallOption {
 // 1 only: the handler ran but the partition moved on before its commit:
 // nothing was written), ErrOverloaded, ErrPayloadTooLarge,
 // ErrResultTooLarge, ErrEmptyKey, ErrKeyTooLarge or ErrClosed; or, with
-// nothing written and no retry, an
-// error naming a write the owner's store refuses (a node whose limits
-// differ from this one's).
+// nothing written and no retry, an error naming a write the owner's store
+// refuses (a node whose limits differ from this one's).
 func (n *Node) Call(ctx context.Context, key []byte, method string, payload []byte, opts ...CallOption) ([]byte, error) {
 	var o callOptions
 	for _, opt := range opts {
