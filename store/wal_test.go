@@ -294,13 +294,15 @@ func TestFlushTriggersBySizeAndByTimer(t *testing.T) {
 		}
 		require.NoError(t, s.Close())
 		// Without size-triggered flushes (the timer is an hour away), file 0
-		// would hold all 50 records.
+		// would hold all 50 records. How many each file holds depends on how
+		// long the background flushes took (records go on into the other
+		// file while one runs), so only that bound is certain.
 		for i := range 2 {
 			data, err := os.ReadFile(filepath.Join(dir, walFileName(i)))
 			require.NoError(t, err)
 			groups, _, err := scanWAL(data, 0)
 			require.NoError(t, err)
-			require.Less(t, len(groups), 25, "WAL file %d restarts after each flush", i)
+			require.Less(t, len(groups), 50, "WAL file %d restarts after each flush", i)
 		}
 	})
 	t.Run("timer", func(t *testing.T) {
