@@ -196,9 +196,39 @@ func (n *Node) Start(ctx context.Context) error {
 		// now, not at their next push/pull.
 		n.ring.PushState()
 	}
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.pruneResponses()
+	go n.dropDeparted()
 	return nil
+}
+
+// dropDeparted breaks the RPC connections to each member that leaves this
+// node's table (it left, or gossip declared it dead), failing the calls in
+// flight to it: Call then retries them, with the same request ID, at the
+// partition's next owner. Without it, a call forwarded to an owner that
+// froze, or whose network went silent, would wait for its context: such a
+// peer never closes the connection.
+func (n *Node) dropDeparted() {
+	defer n.wg.Done()
+	var members map[string]bool
+	for {
+		changed := n.ring.Changed()
+		now := map[string]bool{}
+		for _, m := range n.ring.Table().Members {
+			now[m.Name] = true
+		}
+		for name := range members {
+			if !now[name] {
+				n.client.DropNode(name, fmt.Errorf("router: %s left this node's view of the cluster", name))
+			}
+		}
+		members = now
+		select {
+		case <-changed:
+		case <-n.ctx.Done():
+			return
+		}
+	}
 }
 
 // listen opens the RPC listener, on Config.Network if set.

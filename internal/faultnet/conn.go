@@ -2,6 +2,7 @@ package faultnet
 
 import (
 	"net"
+	"sync"
 	"time"
 )
 
@@ -11,6 +12,9 @@ type conn struct {
 	net.Conn
 	n    *Net
 	peer string
+	// closed is closed by Close: a silenced read waits for it.
+	closed    chan struct{}
+	closeOnce sync.Once
 }
 
 // track wraps c, or closes it and returns ErrBlocked if its peer is
@@ -24,7 +28,7 @@ func (n *Net) track(c net.Conn) (net.Conn, error) {
 		c.Close()
 		return nil, ErrBlocked
 	}
-	tc := &conn{Conn: c, n: n, peer: peer}
+	tc := &conn{Conn: c, n: n, peer: peer, closed: make(chan struct{})}
 	if n.conns[peer] == nil {
 		n.conns[peer] = map[*conn]struct{}{}
 	}
@@ -33,8 +37,23 @@ func (n *Net) track(c net.Conn) (net.Conn, error) {
 	return tc, nil
 }
 
-// Write holds b for the link's lag, then writes it.
+// Read reads from the peer; while the peer is silenced, what arrives, an
+// end of stream included, is withheld until the connection is closed here.
+func (c *conn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if c.n.isSilenced(c.peer) {
+		<-c.closed
+		return 0, net.ErrClosed
+	}
+	return n, err
+}
+
+// Write holds b for the link's lag, then writes it; while the peer is
+// silenced, it drops b and reports it written.
 func (c *conn) Write(b []byte) (int, error) {
+	if c.n.isSilenced(c.peer) {
+		return len(b), nil
+	}
 	if d := c.n.lag(); d > 0 {
 		time.Sleep(d)
 	}
@@ -46,5 +65,6 @@ func (c *conn) Close() error {
 	c.n.mu.Lock()
 	delete(c.n.conns[c.peer], c)
 	c.n.mu.Unlock()
+	c.closeOnce.Do(func() { close(c.closed) })
 	return c.Conn.Close()
 }

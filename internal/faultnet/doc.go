@@ -18,6 +18,9 @@
 // refused, connections it opens are closed on accept, gossip packets to and
 // from it are dropped and gossip streams refused. A split between two
 // groups is every node of one group blocking every node of the other.
+// Silence blocks a peer but leaves the open connections open and silent,
+// as a frozen process would: a frozen node is silenced by every other node
+// and silences them all.
 // SetDelay holds every outgoing write and packet for a time; SetDrop loses
 // gossip packets with a probability and, on TCP, where a loss shows as
 // latency, holds a write back for a retransmission timeout instead.

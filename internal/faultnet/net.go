@@ -24,9 +24,12 @@ type Net struct {
 	// mu guards every field below.
 	mu      sync.Mutex
 	blocked map[string]bool
-	delay   time.Duration
-	drop    float64
-	rng     *rand.Rand
+	// silenced holds the blocked peers whose open connections stay open,
+	// silent (see Silence).
+	silenced map[string]bool
+	delay    time.Duration
+	drop     float64
+	rng      *rand.Rand
 	// conns holds the open TCP connections, by peer IP, so Block can cut
 	// them.
 	conns map[string]map[*conn]struct{}
@@ -36,10 +39,11 @@ type Net struct {
 // rules. seed seeds the drop decisions.
 func New(ip net.IP, seed uint64) *Net {
 	return &Net{
-		ip:      ip,
-		blocked: map[string]bool{},
-		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		conns:   map[string]map[*conn]struct{}{},
+		ip:       ip,
+		blocked:  map[string]bool{},
+		silenced: map[string]bool{},
+		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		conns:    map[string]map[*conn]struct{}{},
 	}
 }
 
@@ -61,19 +65,40 @@ func (n *Net) Block(peer net.IP) {
 	}
 }
 
+// Silence blocks every link between this node and peer as Block does,
+// except that open connections stay open and go silent, as with a peer
+// that froze or a network that loses everything without a reset: what
+// this node writes to peer is dropped, what peer sends is withheld, and a
+// read waits until the connection is closed here. A connection that was
+// silenced has lost bytes: once healed, it fails its protocol.
+func (n *Net) Silence(peer net.IP) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.blocked[peer.String()] = true
+	n.silenced[peer.String()] = true
+}
+
 // Unblock lets traffic to and from peer through again.
 func (n *Net) Unblock(peer net.IP) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.blocked, peer.String())
+	delete(n.silenced, peer.String())
 }
 
-// Heal removes every rule: no block, no delay, no drop.
+// Heal removes every rule: no block, no silence, no delay, no drop.
 func (n *Net) Heal() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.blocked = map[string]bool{}
+	n.blocked, n.silenced = map[string]bool{}, map[string]bool{}
 	n.delay, n.drop = 0, 0
+}
+
+// isSilenced reports whether the connections with peer are silenced.
+func (n *Net) isSilenced(peer string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.silenced[peer]
 }
 
 // SetDelay holds every write and gossip packet this node sends for d.

@@ -75,6 +75,41 @@ func TestBlockCutsOpenConnectionsAndRefusesDials(t *testing.T) {
 	pair(t, a, b)
 }
 
+// TestSilenceKeepsConnectionsOpenButSilentAndRefusesDials silences b at a:
+// a's writes to b are dropped, what b sends (its close included) is
+// withheld from a's read until a closes the connection, and a dials b no
+// more.
+func TestSilenceKeepsConnectionsOpenButSilentAndRefusesDials(t *testing.T) {
+	a, b := New(ipA, 1), New(ipB, 2)
+	_, atB, atA := pair(t, a, b)
+	lnB, err := b.Listen(context.Background(), net.JoinHostPort(ipB.String(), "0"))
+	require.NoError(t, err)
+	defer lnB.Close()
+
+	a.Silence(ipB)
+	n, err := atA.Write([]byte{2})
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "a's write is reported written")
+	_, err = atB.Write([]byte{3})
+	require.NoError(t, err)
+	require.NoError(t, atB.Close())
+
+	read := make(chan error, 1)
+	go func() {
+		_, err := io.ReadFull(atA, make([]byte, 1))
+		read <- err
+	}()
+	_, err = a.Dial(context.Background(), lnB.Addr().String())
+	require.ErrorIs(t, err, ErrBlocked, "a refuses to dial a silenced peer")
+	select {
+	case err := <-read:
+		t.Fatalf("a's read ended while the connection was open: %v", err)
+	default:
+	}
+	require.NoError(t, atA.Close())
+	require.ErrorIs(t, <-read, net.ErrClosed, "closing the connection here ends the read")
+}
+
 func TestDelayHoldsWrites(t *testing.T) {
 	a, b := New(ipA, 1), New(ipB, 2)
 	_, atB, atA := pair(t, a, b)

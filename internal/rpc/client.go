@@ -111,6 +111,21 @@ func (c *Client) Close() error {
 	return nil
 }
 
+// DropNode breaks every connection to the node called name: the calls in
+// flight on them fail with ErrConnClosed wrapping cause, and the next call
+// dials again. It is for a peer known to be gone, whose connections may
+// stay silent (a frozen process or a cut network sends no FIN), so that no
+// call waits for it until its context ends.
+func (c *Client) DropNode(name string, cause error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, cc := range c.conns {
+		if k.node == name && cc.link != nil {
+			cc.link.fail(cause)
+		}
+	}
+}
+
 // conn returns the connection for k, starting a dial if there is none.
 // Concurrent callers wait for the same dial.
 func (c *Client) conn(ctx context.Context, k connKey) (*clientConn, error) {
