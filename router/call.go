@@ -27,7 +27,8 @@ type callOptions struct{ id []byte }
 
 // RequestID sets the call's request ID (at most 64 bytes). Calls with the
 // same ID on the same key run once: a repeat returns the first one's stored
-// response (kept for Config.DedupRetention). The same ID on another key is
+// response (kept for Config.DedupRetention), whatever its method and
+// payload, so an ID must name one call, not be reused for another. The same ID on another key is
 // another call. Without it, or with an empty one, Call draws a random ID,
 // which still makes Call's own retries safe.
 func RequestID(id []byte) CallOption {

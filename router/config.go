@@ -15,6 +15,17 @@ import (
 // sets none.
 const DefaultReplicationFactor = 3
 
+// Bounds of Config.
+const (
+	// MaxPartitions bounds Config.Partitions: each partition has its own
+	// state in memory and in the store on every node.
+	MaxPartitions = 1 << 16
+	// MaxPayloadLimit bounds Config.MaxPayload: a call, with its key and
+	// method, travels between nodes in one frame, which must stay within
+	// the frame limit of 4 GiB, and a value in the store within bbolt's.
+	MaxPayloadLimit = 1 << 30
+)
+
 // Config configures a Node. Zero values are documented defaults.
 type Config struct {
 	// Name is the node's unique name in the cluster. Required. A node that
@@ -27,7 +38,9 @@ type Config struct {
 	// TCP). Zero means "127.0.0.1:0": loopback, a free port.
 	GossipAddr string
 	// RPCAddr is the host:port the node listens on for calls and protocol
-	// messages. Zero means "127.0.0.1:0".
+	// messages, and the address the other nodes are told to dial, so its
+	// host must be this node's address, not 0.0.0.0, :: or empty. Zero
+	// means "127.0.0.1:0".
 	RPCAddr string
 	// Seeds are gossip addresses of existing members to join. Give several:
 	// any reachable one is enough.
@@ -54,8 +67,8 @@ type Config struct {
 	// Cluster names the cluster. Nodes of another name are refused. Zero
 	// means "singlewriter".
 	Cluster string
-	// Partitions is the fixed number of partitions. All nodes must agree.
-	// Zero means 271.
+	// Partitions is the fixed number of partitions, at most MaxPartitions.
+	// All nodes must agree. Zero means 271.
 	Partitions int
 	// ReplicationFactor is the number of copies of each partition: its
 	// owner and ReplicationFactor-1 backups, chosen per partition among the
@@ -69,7 +82,8 @@ type Config struct {
 	// result: its response plus the value its handler writes. A larger
 	// payload fails before it is sent (ErrPayloadTooLarge), a larger result
 	// after the handler ran, writing nothing (ErrResultTooLarge). Zero
-	// means 1 MiB. Every node must use the same value.
+	// means 1 MiB; at most MaxPayloadLimit. Every node must use the same
+	// value.
 	MaxPayload int
 	// MaxPendingCalls bounds the calls this node holds as their keys'
 	// owner at once, from their arrival until their answer: queued behind
@@ -130,14 +144,22 @@ func (c *Config) validate() error {
 	if _, _, err := net.SplitHostPort(c.GossipAddr); err != nil {
 		return fmt.Errorf("router: Config.GossipAddr %q: %w", c.GossipAddr, err)
 	}
+	host, _, err := net.SplitHostPort(c.RPCAddr)
+	if err != nil {
+		return fmt.Errorf("router: Config.RPCAddr %q: %w", c.RPCAddr, err)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		// The bound address is what the other nodes are told to dial.
+		return fmt.Errorf("router: Config.RPCAddr %q has no host the other nodes can dial (it would send them to their own machine): give this node's address", c.RPCAddr)
+	}
 	if c.Cluster == "" {
 		c.Cluster = "singlewriter"
 	}
 	if c.Partitions == 0 {
 		c.Partitions = ring.DefaultPartitions
 	}
-	if c.Partitions < 1 {
-		return fmt.Errorf("router: Config.Partitions is %d, want > 0", c.Partitions)
+	if c.Partitions < 1 || c.Partitions > MaxPartitions {
+		return fmt.Errorf("router: Config.Partitions is %d, want 1 to %d", c.Partitions, MaxPartitions)
 	}
 	switch c.ReplicationFactor {
 	case 0:
@@ -149,13 +171,21 @@ func (c *Config) validate() error {
 	if c.MaxPayload == 0 {
 		c.MaxPayload = 1 << 20
 	}
-	if c.MaxPayload < 0 {
-		return fmt.Errorf("router: Config.MaxPayload is %d, want > 0", c.MaxPayload)
+	if c.MaxPayload < 0 || c.MaxPayload > MaxPayloadLimit {
+		return fmt.Errorf("router: Config.MaxPayload is %d, want 1 to %d", c.MaxPayload, MaxPayloadLimit)
 	}
 	if c.MaxPendingCalls == 0 {
 		c.MaxPendingCalls = 10_000
 	}
-	if c.DedupRetention <= 0 {
+	for _, d := range []struct {
+		name string
+		d    time.Duration
+	}{{"SettleTime", c.SettleTime}, {"DrainTimeout", c.DrainTimeout}, {"DedupRetention", c.DedupRetention}, {"PushPullInterval", c.PushPullInterval}} {
+		if d.d < 0 {
+			return fmt.Errorf("router: Config.%s is %s, want >= 0 (0 for the default)", d.name, d.d)
+		}
+	}
+	if c.DedupRetention == 0 {
 		c.DedupRetention = time.Hour
 	}
 	if c.Logger == nil {

@@ -100,8 +100,13 @@ func New(cfg Config) (*Node, error) {
 }
 
 // Handle registers h for method. Register every method before Start, and
-// the same methods on every node.
+// the same methods on every node: a call that reaches a node without its
+// method fails with ErrUnknownMethod. It panics if method is empty or h is
+// nil.
 func (n *Node) Handle(method string, h Handler) {
+	if method == "" || h == nil {
+		panic(fmt.Sprintf("router: Handle(%q) with an empty method or a nil handler", method))
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.handlers[method] = h
@@ -123,6 +128,9 @@ func (n *Node) fingerprint() ring.Fingerprint {
 func (n *Node) Start(ctx context.Context) error {
 	if n.started {
 		return errors.New("router: Start called twice")
+	}
+	if n.isClosed() {
+		return ErrClosed
 	}
 	n.started = true
 	hello := rpc.Hello{Cluster: fmt.Sprintf("%+v", n.fingerprint()), Node: n.cfg.Name}
@@ -282,7 +290,19 @@ func (n *Node) Settled() bool { return n.ready.Load() && n.owner.Settled() }
 // Audit returns partition p's epoch transitions as this node recorded
 // them, oldest first: every claim it learned was chosen, with its owner.
 // Checkers compare the audits of all nodes: no epoch may have two owners.
-func (n *Node) Audit(p int) ([]store.AuditRecord, error) { return n.store.Audit(p) }
+func (n *Node) Audit(p int) ([]store.AuditRecord, error) {
+	if n.isClosed() {
+		return nil, ErrClosed
+	}
+	return n.store.Audit(p)
+}
+
+// isClosed reports whether Close has begun.
+func (n *Node) isClosed() bool {
+	n.closeMu.RLock()
+	defer n.closeMu.RUnlock()
+	return n.closed
+}
 
 // Members returns the names of the members in this node's view; none
 // until Start has built the ring.
@@ -309,7 +329,10 @@ func (n *Node) rpcAddr(name string) (string, error) {
 // next, leaves the gossip and closes the node. If ctx ends first, the
 // partitions not yet handed off stay with this node's data directory.
 func (n *Node) Leave(ctx context.Context) error {
-	if !n.started {
+	if n.isClosed() {
+		return ErrClosed
+	}
+	if !n.ready.Load() { // never started, or Start failed before the ring
 		return n.Close()
 	}
 	err := n.owner.Leave(ctx)
@@ -323,7 +346,9 @@ func (n *Node) Leave(ctx context.Context) error {
 // would, but cleanly: in-flight calls fail (the contexts of the handlers
 // running here end, whether their call came from another node or from
 // this one), and a restart with the same Name and DataDir serves its
-// partitions again. It is idempotent.
+// partitions again. It returns once every handler running here has
+// returned, so a handler must end when its context does. It is
+// idempotent.
 func (n *Node) Close() error {
 	var err error
 	n.once.Do(func() {

@@ -177,8 +177,8 @@ func (c *Cluster) Leave(ctx context.Context, n *router.Node) error {
 // unavailable until n restarts with its data directory; with 3 or 5 the
 // other nodes take them over once they detect the failure. Unlike a
 // crash, Close waits for the handlers running on n to return. It ends the
-// ctx of the calls other nodes sent to n, not that of calls made on n
-// itself: a handler blocked otherwise blocks Crash.
+// ctx of every handler running on n, whether its call came from another
+// node or from n itself: a handler that ignores its ctx blocks Crash.
 func (c *Cluster) Crash(n *router.Node) error {
 	err := n.Close()
 	c.forget(n)
