@@ -19,6 +19,10 @@ var (
 	// ErrNoCluster is returned by Claims.MergeEncoded when the state comes
 	// from a node that has not joined a cluster yet.
 	ErrNoCluster = errors.New("owner: claims from a node without a cluster")
+	// ErrLeaving is returned by HandleHandoff on a node that is leaving
+	// too; a Transport must return an error matching it for that refusal,
+	// so that Leave hands the partition to another node.
+	ErrLeaving = errors.New("owner: the node is leaving too")
 )
 
 // NotOwnerError says a node does not serve a partition and names the newest

@@ -170,7 +170,7 @@ func (o *Owner) HandleHandoff(req Handoff) error {
 		return err
 	}
 	if o.leaving.Load() {
-		return fmt.Errorf("owner: %s is leaving too", o.cfg.Self)
+		return fmt.Errorf("%w: %s", ErrLeaving, o.cfg.Self)
 	}
 	c, ok := o.claims.Get(p)
 	if !ok {

@@ -2,6 +2,7 @@ package owner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -11,20 +12,13 @@ import (
 // Leave hands every partition this node owns to the node that will own it
 // once this one is gone, and returns when none is left or ctx ends. The
 // node acquires nothing afterwards. It does not leave the ring: the caller
-// does that after Leave returns.
+// does that after Leave returns. Each round places the partitions over
+// the members then in the table, less this node and those that refused a
+// handoff because they are leaving too (ErrLeaving), so that nodes
+// leaving at once, or a successor that crashed, do not hold it up.
 func (o *Owner) Leave(ctx context.Context) error {
 	o.leaving.Store(true)
-	t := o.ring.Table()
-	rest := make([]ring.Member, 0, len(t.Members))
-	for _, m := range t.Members {
-		if m.Name != o.cfg.Self {
-			rest = append(rest, m)
-		}
-	}
-	if len(rest) == 0 {
-		return nil // the last node keeps its data for its next start
-	}
-	next := ring.Place(rest, o.cfg.Partitions, o.cfg.ReplicationFactor)
+	leaving := map[string]bool{o.cfg.Self: true}
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -33,12 +27,27 @@ func (o *Owner) Leave(ctx context.Context) error {
 		if len(owned) == 0 {
 			return nil
 		}
-		for _, p := range owned {
-			hctx, cancel := context.WithTimeout(ctx, o.cfg.RequestTimeout)
-			if err := o.cfg.Transport.Handoff(hctx, next.Owners[p], Handoff{P: p, Replicas: next.Replicas[p]}); err != nil {
-				o.cfg.Logger.Debug("handoff request failed", "partition", p, "to", next.Owners[p], "err", err)
+		var rest []ring.Member
+		for _, m := range o.ring.Table().Members {
+			if !leaving[m.Name] {
+				rest = append(rest, m)
 			}
+		}
+		if len(rest) == 0 {
+			return nil // the last nodes keep their data for their next start
+		}
+		next := ring.Place(rest, o.cfg.Partitions, o.cfg.ReplicationFactor)
+		for _, p := range owned {
+			to := next.Owners[p]
+			hctx, cancel := context.WithTimeout(ctx, o.cfg.RequestTimeout)
+			err := o.cfg.Transport.Handoff(hctx, to, Handoff{P: p, Replicas: next.Replicas[p]})
 			cancel()
+			if errors.Is(err, ErrLeaving) {
+				leaving[to] = true
+			}
+			if err != nil {
+				o.cfg.Logger.Debug("handoff request failed", "partition", p, "to", to, "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():

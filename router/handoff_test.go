@@ -99,3 +99,27 @@ func TestJoinAndLeaveUnderTrafficLoseNothing(t *testing.T) {
 }
 
 func claimsOf(n *Node) []store.Claim { return n.owner.Claims().Snapshot() }
+
+// TestTwoNodesLeavingAtOnceHandTheirPartitionsToTheThird: each leaving
+// node first places its partitions over a table that still has the other,
+// which refuses them (it is leaving too); they must go to the third node
+// instead of waiting for the context (a generous one, so that a deadlock
+// fails the test rather than hangs it).
+func TestTwoNodesLeavingAtOnceHandTheirPartitionsToTheThird(t *testing.T) {
+	c := newTestCluster(t, 3, func(n *Node) { n.Handle("inc", counter) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	errs := make(chan error, 2)
+	for _, n := range c.nodes[1:] {
+		go func() { errs <- n.Leave(ctx) }()
+	}
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+	stay := c.nodes[0]
+	for p := range stay.cfg.Partitions {
+		claim, _ := stay.Owner(p)
+		require.Equal(t, "n0", claim.Owner, "partition %d", p)
+	}
+	_, err := stay.Call(ctx, []byte("k"), "inc", nil)
+	require.NoError(t, err)
+}

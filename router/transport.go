@@ -2,9 +2,12 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/singlewriter/singlewriter/epoch"
+	"github.com/singlewriter/singlewriter/internal/rpc"
 	"github.com/singlewriter/singlewriter/owner"
 	"github.com/singlewriter/singlewriter/store"
 )
@@ -66,9 +69,14 @@ func (t transport) Fetch(ctx context.Context, from string, p int, ballot epoch.E
 	return decodePage(b)
 }
 
-// Handoff implements owner.Transport.
+// Handoff implements owner.Transport. A refusal because the node is
+// leaving too comes back matching owner.ErrLeaving.
 func (t transport) Handoff(ctx context.Context, to string, req owner.Handoff) error {
 	_, err := t.call(ctx, to, msgHandoff, req.Encode())
+	var remote *rpc.RemoteError
+	if errors.As(err, &remote) && strings.HasPrefix(remote.Msg, owner.ErrLeaving.Error()) {
+		return fmt.Errorf("%w (%s)", owner.ErrLeaving, remote.Msg)
+	}
 	return err
 }
 
