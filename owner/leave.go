@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/singlewriter/singlewriter/ring"
@@ -15,26 +16,25 @@ import (
 // does that after Leave returns. Each round places the partitions over
 // the members then in the table, less this node and those that refused a
 // handoff because they are leaving too (ErrLeaving), so that nodes
-// leaving at once, or a successor that crashed, do not hold it up.
+// leaving at once, or a successor that crashed, do not hold it up. A node
+// alone in its table keeps its data for its next start and returns nil;
+// one whose other members all left or refused returns an error: its
+// partitions stay in its data directory.
 func (o *Owner) Leave(ctx context.Context) error {
 	o.leaving.Store(true)
-	leaving := map[string]bool{o.cfg.Self: true}
+	alone := len(o.others(nil)) == 0
+	refused := map[string]bool{}
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		changed := o.claims.Changed()
 		owned := o.owned()
-		if len(owned) == 0 {
+		if len(owned) == 0 || alone {
 			return nil
 		}
-		var rest []ring.Member
-		for _, m := range o.ring.Table().Members {
-			if !leaving[m.Name] {
-				rest = append(rest, m)
-			}
-		}
+		rest := o.others(refused)
 		if len(rest) == 0 {
-			return nil // the last nodes keep their data for their next start
+			return fmt.Errorf("owner: leave: %d partitions still owned, kept in the data directory: every other member left or is leaving", len(owned))
 		}
 		next := ring.Place(rest, o.cfg.Partitions, o.cfg.ReplicationFactor)
 		for _, p := range owned {
@@ -43,7 +43,7 @@ func (o *Owner) Leave(ctx context.Context) error {
 			err := o.cfg.Transport.Handoff(hctx, to, Handoff{P: p, Replicas: next.Replicas[p]})
 			cancel()
 			if errors.Is(err, ErrLeaving) {
-				leaving[to] = true
+				refused[to] = true
 			}
 			if err != nil {
 				o.cfg.Logger.Debug("handoff request failed", "partition", p, "to", to, "err", err)
@@ -58,6 +58,25 @@ func (o *Owner) Leave(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// others returns the members in the ring's table other than this node and
+// those in refused, forgetting the refusals of names no longer in the
+// table (one that left and came back under its name takes handoffs again).
+func (o *Owner) others(refused map[string]bool) []ring.Member {
+	members := o.ring.Table().Members
+	for name := range refused {
+		if !slices.ContainsFunc(members, func(m ring.Member) bool { return m.Name == name }) {
+			delete(refused, name)
+		}
+	}
+	var rest []ring.Member
+	for _, m := range members {
+		if m.Name != o.cfg.Self && !refused[m.Name] {
+			rest = append(rest, m)
+		}
+	}
+	return rest
 }
 
 // owned lists the partitions whose newest known claim names this node.

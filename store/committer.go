@@ -148,9 +148,9 @@ func (s *Store) failQueued() {
 // once the outcome is durable: even a refusal is reported after the
 // commit, because it was decided on state that includes the group's
 // earlier, not yet durable, operations. A group of data batches (and flush
-// requests) takes the fast path, one WAL record (commitFast); any other
-// group, or any group when the WAL is off, one bbolt transaction
-// (commitSlow).
+// requests) takes the fast path, one WAL record (commitFast), if it fits
+// one (fitsRecord); any other group, or any group when the WAL is off, one
+// bbolt transaction (commitSlow).
 func (s *Store) commit(group []*op) {
 	s.txs.Add(1)
 	if s.failure != nil {
@@ -159,11 +159,34 @@ func (s *Store) commit(group []*op) {
 		}
 		return
 	}
-	if s.fastPath && fastOnly(group) {
+	if s.fastPath && fastOnly(group) && fitsRecord(group, s.maxRecord) {
 		s.commitFast(group)
 		return
 	}
 	s.commitSlow(group)
+}
+
+// fitsRecord reports whether group's batches surely fit in a WAL record of
+// limit bytes. Replay takes a frame longer than walMaxRecord for a torn
+// one and stops there, so a larger group (1,024 calls of a megabyte each
+// would be one) is committed in a bbolt transaction instead.
+func fitsRecord(group []*op, limit int) bool {
+	const overhead = 64 // a batch's or a write's framing, generously
+	n := 0
+	for _, o := range group {
+		b := o.batch
+		if b == nil {
+			continue
+		}
+		n += overhead + len(b.RequestID) + len(b.Response)
+		for _, w := range b.Writes {
+			n += overhead + len(w.Key) + len(w.Value)
+		}
+		if n > limit {
+			return false
+		}
+	}
+	return true
 }
 
 // fastOnly reports whether group holds only data batches and flush

@@ -49,6 +49,9 @@ type Store struct {
 	// fastPath is false when data batches must go through bbolt
 	// transactions (Config.MaxSize is set).
 	fastPath bool
+	// maxRecord bounds the estimated size of a group logged in one WAL
+	// record (see fitsRecord): half of what replay takes for a frame.
+	maxRecord int
 	// flushInterval (0: never), flushBytes and noFlush are the flush
 	// triggers, fixed at Open.
 	flushInterval time.Duration
@@ -174,6 +177,7 @@ func Open(cfg Config) (*Store, error) {
 		log:           cfg.Logger,
 		now:           time.Now,
 		fastPath:      cfg.MaxSize == 0,
+		maxRecord:     walMaxRecord / 2,
 		flushInterval: cfg.FlushInterval,
 		flushBytes:    cfg.FlushBytes,
 		noFlush:       cfg.noFlush,

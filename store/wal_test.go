@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -563,4 +564,32 @@ func TestBackgroundFlushKeepsEveryWriteReadableAndDurable(t *testing.T) {
 	defer r.Close()
 	requireAll(r)
 	require.Greater(t, written, frozenAt)
+}
+
+// TestGroupTooLargeForOneWALRecordIsCommittedInTheDataFile lowers the
+// record bound and checks that a batch above it skips the WAL (replay
+// would take its frame for a torn one and lose it) and is durable in the
+// data file instead, while a batch below it is logged.
+func TestGroupTooLargeForOneWALRecordIsCommittedInTheDataFile(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(Config{Dir: dir, NoSync: true, noFlush: true})
+	require.NoError(t, err)
+	s.maxRecord = 200 // before any op: the committer reads it after a queue hand-off
+	require.NoError(t, put(ctx, s, 0, 1, "small", "v"))
+	large := strings.Repeat("x", 300)
+	require.NoError(t, put(ctx, s, 0, 1, "large", large))
+	require.NoError(t, s.Close())
+
+	data, err := os.ReadFile(filepath.Join(dir, walFileName(0)))
+	require.NoError(t, err)
+	groups, _, err := scanWAL(data, 0)
+	require.NoError(t, err)
+	require.Len(t, groups, 1, "only the small batch is in the WAL")
+
+	s, err = Open(Config{Dir: dir, NoSync: true})
+	require.NoError(t, err)
+	defer s.Close()
+	requireValue(t, s, 0, "small", "v")
+	requireValue(t, s, 0, "large", large)
 }

@@ -1,7 +1,9 @@
 package faultnet
 
 import (
+	"errors"
 	"net"
+	"os"
 	"sync"
 	"time"
 )
@@ -39,9 +41,13 @@ func (n *Net) track(c net.Conn) (net.Conn, error) {
 
 // Read reads from the peer; while the peer is silenced, what arrives, an
 // end of stream included, is withheld until the connection is closed here.
+// A read deadline still ends the read, as it would with a silent peer.
 func (c *conn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if c.n.isSilenced(c.peer) {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return 0, err
+		}
 		<-c.closed
 		return 0, net.ErrClosed
 	}

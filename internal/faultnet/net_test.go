@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -108,6 +109,13 @@ func TestSilenceKeepsConnectionsOpenButSilentAndRefusesDials(t *testing.T) {
 	}
 	require.NoError(t, atA.Close())
 	require.ErrorIs(t, <-read, net.ErrClosed, "closing the connection here ends the read")
+
+	a.Heal()
+	_, _, atA = pair(t, a, b)
+	a.Silence(ipB)
+	require.NoError(t, atA.SetReadDeadline(time.Now().Add(10*time.Millisecond)))
+	_, err = atA.Read(make([]byte, 1))
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "a read deadline still ends a silenced read")
 }
 
 func TestDelayHoldsWrites(t *testing.T) {
