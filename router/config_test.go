@@ -2,7 +2,9 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"testing"
 	"time"
@@ -87,4 +89,37 @@ func TestLeaveOfANodeThatNeverStartedClosesIt(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, n.Leave(context.Background()))
 	require.ErrorIs(t, n.Leave(context.Background()), ErrClosed)
+}
+
+// TestCloseDuringStartEndsItAndLeavesNothingRunning starts a node whose
+// only seed refuses every join, so that Start waits in its join, and
+// closes it meanwhile, from another goroutine as a signal handler would.
+func TestCloseDuringStartEndsItAndLeavesNothingRunning(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	seed := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing answers there now
+	n, err := New(Config{Name: "n0", DataDir: t.TempDir(), Seeds: []string{seed}})
+	require.NoError(t, err)
+	started := make(chan error, 1)
+	go func() { started <- n.Start(context.Background()) }()
+	waitFor(t, 10*time.Second, func() error {
+		if n.GossipAddr() == "" {
+			return errors.New("no ring yet")
+		}
+		return nil
+	})
+	require.NoError(t, n.Close())
+	select {
+	case err := <-started:
+		require.ErrorIs(t, err, ErrClosed)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Start did not end after Close")
+	}
+	waitFor(t, 10*time.Second, func() error {
+		if left := libraryGoroutines(); len(left) > 0 {
+			return fmt.Errorf("%d goroutines left, first:\n%s", len(left), left[0])
+		}
+		return nil
+	})
 }

@@ -59,6 +59,9 @@ type Node struct {
 	// closed under the write lock, so no worker starts after its Wait.
 	closeMu sync.RWMutex
 	closed  bool
+	// startMu is held by Start throughout and by Close before it closes
+	// what Start created. It guards started, client, ring and server.
+	startMu sync.Mutex
 	started bool
 	// ready is set once Start has built the ring and started the owner over
 	// it: the methods that read them (Call, Members, GossipAddr, Settled)
@@ -125,14 +128,40 @@ func (n *Node) fingerprint() ring.Fingerprint {
 
 // Start listens for RPCs, joins the gossip through the seeds (until ctx
 // ends) and begins serving and acquiring partitions.
+//
+// Close may run at any time, from any goroutine: it ends a Start in
+// progress, which then returns an error, and waits for it.
 func (n *Node) Start(ctx context.Context) error {
+	n.startMu.Lock()
 	if n.started {
+		n.startMu.Unlock()
 		return errors.New("router: Start called twice")
 	}
+	err := n.start(ctx)
+	n.startMu.Unlock()
+	if err == nil {
+		return nil
+	}
+	closedMeanwhile := n.isClosed()
+	n.Close() // outside startMu, which Close takes
+	if closedMeanwhile && !errors.Is(err, ErrClosed) {
+		err = fmt.Errorf("%w during Start: %w", ErrClosed, err)
+	}
+	return err
+}
+
+// start is Start under startMu. On failure it returns the error and leaves
+// what it created to Close, having closed only what it did not publish.
+func (n *Node) start(ctx context.Context) error {
 	if n.isClosed() {
 		return ErrClosed
 	}
 	n.started = true
+	// Close ends a join in progress: it cancels n.ctx, then waits for
+	// startMu.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	defer context.AfterFunc(n.ctx, stop)()
 	hello := rpc.Hello{Cluster: fmt.Sprintf("%+v", n.fingerprint()), Node: n.cfg.Name}
 	checkHello := func(h rpc.Hello) error {
 		if h.Cluster != hello.Cluster {
@@ -142,7 +171,7 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	ln, err := n.listen(ctx)
 	if err != nil {
-		return n.failStart(fmt.Errorf("router: listen on %s: %w", n.cfg.RPCAddr, err))
+		return fmt.Errorf("router: listen on %s: %w", n.cfg.RPCAddr, err)
 	}
 	// Client and server share one frame limit: a request or a response that
 	// one end allows must not make the other drop the connection.
@@ -156,13 +185,13 @@ func (n *Node) Start(ctx context.Context) error {
 	port, err := strconv.Atoi(portStr)
 	if err != nil {
 		ln.Close()
-		return n.failStart(fmt.Errorf("router: Config.GossipAddr port %q: %w", portStr, err))
+		return fmt.Errorf("router: Config.GossipAddr port %q: %w", portStr, err)
 	}
 	var gossip memberlist.NodeAwareTransport
 	if n.cfg.Network != nil {
 		if gossip, err = n.cfg.Network.Gossip(host, port); err != nil {
 			ln.Close()
-			return n.failStart(fmt.Errorf("router: gossip transport on %s: %w", n.cfg.GossipAddr, err))
+			return fmt.Errorf("router: gossip transport on %s: %w", n.cfg.GossipAddr, err)
 		}
 	}
 	n.ring, err = ring.New(ring.Config{
@@ -177,7 +206,7 @@ func (n *Node) Start(ctx context.Context) error {
 			gossip.Shutdown()
 		}
 		ln.Close()
-		return n.failStart(err)
+		return err
 	}
 	n.owner.Start(n.ring)
 	n.ready.Store(true)
@@ -189,15 +218,15 @@ func (n *Node) Start(ctx context.Context) error {
 	})
 	if err != nil {
 		ln.Close()
-		return n.failStart(err)
+		return err
 	}
 	if err := n.ring.Join(ctx); err != nil {
-		return n.failStart(fmt.Errorf("router: join: %w", err))
+		return fmt.Errorf("router: join: %w", err)
 	}
 	// Only now: the seeds' cluster, if they have one, arrived with the join.
 	created, err := n.owner.Bootstrap()
 	if err != nil {
-		return n.failStart(fmt.Errorf("router: bootstrap: %w", err))
+		return fmt.Errorf("router: bootstrap: %w", err)
 	}
 	if created {
 		// Members that joined before there was a cluster get its claims
@@ -246,11 +275,6 @@ func (n *Node) listen(ctx context.Context) (net.Listener, error) {
 	}
 	var lc net.ListenConfig
 	return lc.Listen(ctx, "tcp", n.cfg.RPCAddr)
-}
-
-func (n *Node) failStart(err error) error {
-	n.Close()
-	return err
 }
 
 // Name returns the node's name.
@@ -356,6 +380,8 @@ func (n *Node) Close() error {
 		n.closed = true
 		n.closeMu.Unlock()
 		n.cancel()
+		n.startMu.Lock() // a Start in progress ends: its join is cancelled
+		defer n.startMu.Unlock()
 		if n.server != nil {
 			err = errors.Join(err, n.server.Close())
 		}
