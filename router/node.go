@@ -233,6 +233,9 @@ func (n *Node) start(ctx context.Context) error {
 		// now, not at their next push/pull.
 		n.ring.PushState()
 	}
+	if n.ctx.Err() != nil { // Close began after the join
+		return ErrClosed
+	}
 	n.wg.Add(2)
 	go n.pruneResponses()
 	go n.dropDeparted()

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,9 +15,11 @@ type conn struct {
 	net.Conn
 	n    *Net
 	peer string
-	// closed is closed by Close: a silenced read waits for it.
-	closed    chan struct{}
-	closeOnce sync.Once
+	// closed is closed by Close: a silenced read waits for it, or for
+	// readDeadline (a time.Time).
+	closed       chan struct{}
+	closeOnce    sync.Once
+	readDeadline atomic.Value
 }
 
 // track wraps c, or closes it and returns ErrBlocked if its peer is
@@ -40,18 +43,50 @@ func (n *Net) track(c net.Conn) (net.Conn, error) {
 }
 
 // Read reads from the peer; while the peer is silenced, what arrives, an
-// end of stream included, is withheld until the connection is closed here.
-// A read deadline still ends the read, as it would with a silent peer.
+// end of stream included, is dropped and the read waits until the
+// connection is closed here or its read deadline passes, as with a peer
+// that sends nothing.
 func (c *conn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
-	if c.n.isSilenced(c.peer) {
-		if errors.Is(err, os.ErrDeadlineExceeded) {
+	for c.n.isSilenced(c.peer) {
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
 			return 0, err
+		case err != nil: // the stream ended: only the deadline or Close ends the wait
+			return 0, c.waitSilenced()
 		}
-		<-c.closed
-		return 0, net.ErrClosed
+		n, err = c.Conn.Read(b)
 	}
 	return n, err
+}
+
+// waitSilenced waits for Close or the read deadline, whichever is first.
+func (c *conn) waitSilenced() error {
+	deadline, _ := c.readDeadline.Load().(time.Time)
+	if deadline.IsZero() {
+		<-c.closed
+		return net.ErrClosed
+	}
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-c.closed:
+		return net.ErrClosed
+	case <-t.C:
+		return os.ErrDeadlineExceeded
+	}
+}
+
+// SetDeadline sets the connection's deadlines, remembering the read one.
+func (c *conn) SetDeadline(t time.Time) error {
+	c.readDeadline.Store(t)
+	return c.Conn.SetDeadline(t)
+}
+
+// SetReadDeadline sets the read deadline and remembers it.
+func (c *conn) SetReadDeadline(t time.Time) error {
+	c.readDeadline.Store(t)
+	return c.Conn.SetReadDeadline(t)
 }
 
 // Write holds b for the link's lag, then writes it; while the peer is

@@ -111,11 +111,17 @@ func TestSilenceKeepsConnectionsOpenButSilentAndRefusesDials(t *testing.T) {
 	require.ErrorIs(t, <-read, net.ErrClosed, "closing the connection here ends the read")
 
 	a.Heal()
-	_, _, atA = pair(t, a, b)
+	_, atB, atA = pair(t, a, b)
 	a.Silence(ipB)
 	require.NoError(t, atA.SetReadDeadline(time.Now().Add(10*time.Millisecond)))
 	_, err = atA.Read(make([]byte, 1))
 	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "a read deadline still ends a silenced read")
+	_, err = atB.Write([]byte{4})
+	require.NoError(t, err)
+	require.NoError(t, atB.Close())
+	require.NoError(t, atA.SetReadDeadline(time.Now().Add(50*time.Millisecond)))
+	_, err = atA.Read(make([]byte, 1))
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "and so it does after bytes and the end of the stream arrived")
 }
 
 func TestDelayHoldsWrites(t *testing.T) {
