@@ -22,14 +22,16 @@ import (
 // partitions stay in its data directory.
 func (o *Owner) Leave(ctx context.Context) error {
 	o.leaving.Store(true)
-	alone := len(o.others(nil)) == 0
+	if len(o.others(nil)) == 0 {
+		return nil // the last node keeps its data for its next start
+	}
 	refused := map[string]bool{}
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		changed := o.claims.Changed()
 		owned := o.owned()
-		if len(owned) == 0 || alone {
+		if len(owned) == 0 {
 			return nil
 		}
 		rest := o.others(refused)

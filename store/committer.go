@@ -149,7 +149,7 @@ func (s *Store) failQueued() {
 // commit, because it was decided on state that includes the group's
 // earlier, not yet durable, operations. A group of data batches (and flush
 // requests) takes the fast path, one WAL record (commitFast), if it fits
-// one (fitsRecord); any other group, or any group when the WAL is off, one
+// one (loggable); any other group, or any group when the WAL is off, one
 // bbolt transaction (commitSlow).
 func (s *Store) commit(group []*op) {
 	s.txs.Add(1)
@@ -159,23 +159,27 @@ func (s *Store) commit(group []*op) {
 		}
 		return
 	}
-	if s.fastPath && fastOnly(group) && fitsRecord(group, s.maxRecord) {
+	if s.fastPath && loggable(group, s.maxRecord) {
 		s.commitFast(group)
 		return
 	}
 	s.commitSlow(group)
 }
 
-// fitsRecord reports whether group's batches surely fit in a WAL record of
-// limit bytes. Replay takes a frame longer than walMaxRecord for a torn
-// one and stops there, so a larger group (1,024 calls of a megabyte each
-// would be one) is committed in a bbolt transaction instead.
-func fitsRecord(group []*op, limit int) bool {
+// loggable reports whether group can take the fast path: it holds only
+// data batches and flush requests, and its batches surely fit in a WAL
+// record of limit bytes. Replay takes a frame longer than walMaxRecord for
+// a torn one and stops there, so a larger group (1,024 calls of a megabyte
+// each would be one) is committed in a bbolt transaction instead.
+func loggable(group []*op, limit int) bool {
 	const overhead = 64 // a batch's or a write's framing, generously
 	n := 0
 	for _, o := range group {
 		b := o.batch
 		if b == nil {
+			if !o.flush {
+				return false
+			}
 			continue
 		}
 		n += overhead + len(b.RequestID) + len(b.Response)
@@ -183,17 +187,6 @@ func fitsRecord(group []*op, limit int) bool {
 			n += overhead + len(w.Key) + len(w.Value)
 		}
 		if n > limit {
-			return false
-		}
-	}
-	return true
-}
-
-// fastOnly reports whether group holds only data batches and flush
-// requests.
-func fastOnly(group []*op) bool {
-	for _, o := range group {
-		if o.batch == nil && !o.flush {
 			return false
 		}
 	}

@@ -50,7 +50,7 @@ type Store struct {
 	// transactions (Config.MaxSize is set).
 	fastPath bool
 	// maxRecord bounds the estimated size of a group logged in one WAL
-	// record (see fitsRecord): half of what replay takes for a frame.
+	// record (see loggable): half of what replay takes for a frame.
 	maxRecord int
 	// flushInterval (0: never), flushBytes and noFlush are the flush
 	// triggers, fixed at Open.
