@@ -27,9 +27,9 @@ type callOptions struct{ id []byte }
 
 // RequestID sets the call's request ID (at most 64 bytes). Calls with the
 // same ID on the same key run once: a repeat returns the first one's stored
-// response (kept for Config.DedupRetention), whatever its method and
-// payload, so an ID must name one call, not be reused for another. The same ID on another key is
-// another call. Without it, or with an empty one, Call draws a random ID,
+// response (kept for Config.DedupRetention). A repeat with another method or
+// payload does not run and fails with ErrRequestIDReused (the stored record
+// keeps a 64-bit hash of them). The same ID on another key is another call. Without it, or with an empty one, Call draws a random ID,
 // which still makes Call's own retries safe.
 func RequestID(id []byte) CallOption {
 	return func(o *callOptions) { o.id = id }
@@ -41,7 +41,7 @@ func RequestID(id []byte) CallOption {
 // answers or ctx ends. Its errors match ErrUnavailable (no owner answered
 // in time), ErrUnknownMethod, ErrHandler, ErrStaleEpoch (replication factor
 // 1 only: the handler ran but the partition moved on before its commit:
-// nothing was written), ErrOverloaded, ErrPayloadTooLarge,
+// nothing was written), ErrOverloaded, ErrRequestIDReused, ErrPayloadTooLarge,
 // ErrResultTooLarge, ErrEmptyKey, ErrKeyTooLarge or ErrClosed; or, with
 // nothing written and no retry, an error naming a write the owner's store
 // refuses (a node whose limits differ from this one's).
@@ -89,6 +89,8 @@ func (n *Node) Call(ctx context.Context, key []byte, method string, payload []by
 				return nil, fmt.Errorf("router: the owner's store refuses the call's write (%s); nothing was written", r.Body)
 			case statusOverloaded:
 				return nil, fmt.Errorf("%w: %s", ErrOverloaded, r.Body)
+			case statusReusedID:
+				return nil, fmt.Errorf("%w: %s", ErrRequestIDReused, r.Body)
 			case statusStale:
 				refusal := strings.TrimPrefix(string(r.Body), "epoch: ")
 				if n.cfg.ReplicationFactor == 1 {

@@ -47,6 +47,9 @@ const (
 	// statusOverloaded: the node held Config.MaxPendingCalls calls; the
 	// call did not run.
 	statusOverloaded
+	// statusReusedID: the call's request ID named an earlier call on the
+	// same key with another method or payload; the call did not run.
+	statusReusedID
 )
 
 type callRequest struct {

@@ -148,7 +148,7 @@ func TestRepeatWhileTheFirstCommitIsPendingGetsItsOwnCopy(t *testing.T) {
 	c := newReplicatedCluster(t, 1, 1, func(n *Node) { n.Handle("inc", counter) })
 	n := c.nodes[0]
 	key, id := []byte("account-a"), []byte("transfer-43")
-	pr := &pendingResponse{body: []byte("first response"), done: make(chan struct{})}
+	pr := &pendingResponse{body: []byte("first response"), digest: callDigest(callRequest{Method: "inc"}), done: make(chan struct{})}
 	close(pr.done)
 	pe := n.exec.parts[n.Partition(key)]
 	pe.mu.Lock()
@@ -162,4 +162,44 @@ func TestRepeatWhileTheFirstCommitIsPendingGetsItsOwnCopy(t *testing.T) {
 	require.Equal(t, "first response", string(got), "the repeat ran instead of waiting for the first call")
 	got[0] = 'X'
 	require.Equal(t, "first response", string(pr.body), "the repeat's caller got the first caller's buffer")
+
+	_, err = n.Call(ctx, key, "inc", []byte("another payload"), RequestID(id))
+	require.ErrorIs(t, err, ErrRequestIDReused, "a repeat with another payload got the pending call's response")
+}
+
+// A request ID names one call: reused on the same key for another payload
+// or method, the call is refused and does not run, while a true repeat
+// still gets the stored response. The key is owned by the node the calls
+// do not enter, so the refusal crosses the network.
+func TestRequestIDReusedForAnotherCallIsRefused(t *testing.T) {
+	h := &countingInc{}
+	c := newTestCluster(t, 2, func(n *Node) { n.Handle("inc", h.handle); n.Handle("get", get) })
+	key := keyOwnedBy(c.nodes[0], "n1")
+	id := RequestID([]byte("order-7"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first, err := c.nodes[0].Call(ctx, key, "inc", []byte("amount=5"), id)
+	require.NoError(t, err)
+
+	_, err = c.nodes[0].Call(ctx, key, "inc", []byte("amount=6"), id)
+	require.ErrorIs(t, err, ErrRequestIDReused, "another payload")
+	_, err = c.nodes[0].Call(ctx, key, "get", []byte("amount=5"), id)
+	require.ErrorIs(t, err, ErrRequestIDReused, "another method")
+	require.Equal(t, int64(1), h.runs.Load(), "a refused call ran")
+
+	again, err := c.nodes[0].Call(ctx, key, "inc", []byte("amount=5"), id)
+	require.NoError(t, err)
+	require.Equal(t, first, again, "a true repeat gets the stored response")
+	require.Equal(t, int64(1), h.runs.Load())
+}
+
+func TestCallDigestSeparatesMethodFromPayload(t *testing.T) {
+	require.NotEqual(t, callDigest(callRequest{Method: "ab", Payload: []byte("c")}), callDigest(callRequest{Method: "a", Payload: []byte("bc")}))
+	require.NotEqual(t, callDigest(callRequest{Method: "inc"}), callDigest(callRequest{Method: "inc", Payload: []byte{0}}))
+	_, _, ok := splitDedupRecord(make([]byte, 7))
+	require.False(t, ok, "a record too short for a digest")
+	d, body, ok := splitDedupRecord(dedupRecord(42, []byte("resp")))
+	require.True(t, ok)
+	require.Equal(t, uint64(42), d)
+	require.Equal(t, "resp", string(body))
 }

@@ -34,6 +34,11 @@ var (
 	// refused by a replica) may have committed, or may still; a retry with
 	// the same request ID returns its response once the owner admits it.
 	ErrOverloaded = errors.New("router: owner overloaded")
+	// ErrRequestIDReused is returned by Call, without a retry, when its
+	// request ID (see RequestID) named an earlier call on the same key
+	// with another method or payload, whose record is still kept: this
+	// call did not run.
+	ErrRequestIDReused = errors.New("router: request ID reused for another call")
 	// ErrEmptyKey is returned by Call for an empty key.
 	ErrEmptyKey = errors.New("router: empty key")
 	// ErrKeyTooLarge is returned by Call, before anything is sent, for a

@@ -70,7 +70,9 @@ type pendingWrite struct {
 
 type pendingResponse struct {
 	body []byte
-	done chan struct{}
+	// digest is the call's callDigest.
+	digest uint64
+	done   chan struct{}
 	// err is the commit's outcome; set before done is closed.
 	err error
 }
@@ -185,27 +187,8 @@ func (pe *partExec) run(n *Node, j *job) {
 		n.exec.answer(j, notServed(err))
 		return
 	}
-	id := dedupID(j.req)
-	pe.mu.Lock()
-	pr := pe.responses[string(id)]
-	pe.mu.Unlock()
-	if pr != nil { // a retry of a call whose commit is still pending
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			<-pr.done
-			lease.Release()
-			// A copy: the first call's caller owns pr.body.
-			n.exec.answer(j, committed(bytes.Clone(pr.body), pr.err))
-		}()
-		return
-	}
-	if body, ok, err := n.store.Response(pe.p, id); err != nil || ok {
-		if err == nil {
-			err = confirm(n, lease)
-		}
-		lease.Release()
-		n.exec.answer(j, committed(body, err))
+	id, digest := dedupID(j.req), callDigest(j.req)
+	if pe.answerRepeat(n, j, lease, id, digest) {
 		return
 	}
 	st, err := pe.state(n, j.req.Key, lease.Epoch)
@@ -238,16 +221,61 @@ func (pe *partExec) run(n *Node, j *job) {
 		n.exec.answer(j, callResponse{Status: statusTooLarge, Body: fmt.Appendf(nil, "response and value of %d bytes, limit %d", size, n.cfg.MaxPayload)})
 		return
 	}
-	pe.submit(n, j, lease, id, st, body)
+	pe.submit(n, j, lease, id, digest, st, body)
+}
+
+// answerRepeat answers j, and reports that it did, when j's request ID
+// names a call that ran already: with that call's response once it is
+// durable, or with statusReusedID when that call asked for another method
+// or payload (its digest differs, or its record has none). A pending
+// call's response is its commit's; a stored one is returned only after
+// confirm.
+func (pe *partExec) answerRepeat(n *Node, j *job, lease owner.Lease, id []byte, digest uint64) bool {
+	pe.mu.Lock()
+	pr := pe.responses[string(id)]
+	pe.mu.Unlock()
+	switch {
+	case pr != nil && pr.digest != digest:
+	case pr != nil:
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			<-pr.done
+			lease.Release()
+			// A copy: the first call's caller owns pr.body.
+			n.exec.answer(j, committed(bytes.Clone(pr.body), pr.err))
+		}()
+		return true
+	default:
+		record, ok, err := n.store.Response(pe.p, id)
+		switch {
+		case err != nil:
+			lease.Release()
+			n.exec.answer(j, committed(nil, err))
+			return true
+		case !ok:
+			return false
+		}
+		if was, body, ok := splitDedupRecord(record); ok && was == digest {
+			err := confirm(n, lease)
+			lease.Release()
+			n.exec.answer(j, committed(body, err))
+			return true
+		}
+	}
+	lease.Release()
+	n.exec.answer(j, callResponse{Status: statusReusedID, Body: fmt.Appendf(nil, "request ID %q on this key named a call with another method or payload", j.req.ID)})
+	return true
 }
 
 // submit records the call's writes in the overlay and sends its commit,
-// with its response stored as dedup record dedup. A write the store would
+// with its response stored as dedup record dedup (after the call's digest).
+// A write the store would
 // refuse as invalid is
 // refused first: that refusal is not permanent for the epoch, so it must
 // never reach the overlay (see partExec).
-func (pe *partExec) submit(n *Node, j *job, lease owner.Lease, dedup []byte, st *State, body []byte) {
-	b := &store.Batch{Partition: pe.p, RequestID: dedup, Response: body}
+func (pe *partExec) submit(n *Node, j *job, lease owner.Lease, dedup []byte, digest uint64, st *State, body []byte) {
+	b := &store.Batch{Partition: pe.p, RequestID: dedup, Response: dedupRecord(digest, body)}
 	if st.changed {
 		b.Writes = []store.KV{{Key: j.req.Key, Value: st.value}}
 	}
@@ -258,7 +286,7 @@ func (pe *partExec) submit(n *Node, j *job, lease owner.Lease, dedup []byte, st 
 	}
 	key, id := string(j.req.Key), string(dedup)
 	var w *pendingWrite
-	pr := &pendingResponse{body: body, done: make(chan struct{})}
+	pr := &pendingResponse{body: body, digest: digest, done: make(chan struct{})}
 	pe.mu.Lock()
 	if st.changed {
 		w = &pendingWrite{value: st.value, epoch: lease.Epoch}
@@ -319,6 +347,35 @@ func (pe *partExec) state(n *Node, key []byte, e epoch.Epoch) (*State, error) {
 // partition's B-tree (see newRequestID).
 func dedupID(req callRequest) []byte {
 	return binary.BigEndian.AppendUint64(bytes.Clone(req.ID), xxhash.Sum64(req.Key))
+}
+
+// callDigest is a 64-bit hash of what req asks for, its method and
+// payload. A dedup record keeps it, so that a request ID reused for another
+// call is refused instead of answered with the first call's response.
+func callDigest(req callRequest) uint64 {
+	var d xxhash.Digest
+	d.Reset()
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(req.Method)))
+	d.Write(n[:])
+	d.WriteString(req.Method)
+	d.Write(req.Payload)
+	return d.Sum64()
+}
+
+// dedupRecord is what a call's dedup record stores: its digest, then its
+// response.
+func dedupRecord(digest uint64, body []byte) []byte {
+	return append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(body)), digest), body...)
+}
+
+// splitDedupRecord is the inverse of dedupRecord; ok is false for a record
+// too short to hold a digest. body aliases record.
+func splitDedupRecord(record []byte) (digest uint64, body []byte, ok bool) {
+	if len(record) < 8 {
+		return 0, nil, false
+	}
+	return binary.BigEndian.Uint64(record), record[8:], true
 }
 
 // confirm commits an empty batch under lease and waits for it: once a

@@ -29,8 +29,9 @@ const placementVersion = 1
 // than fail on every message. Version 2 added Sync.Wait and SyncReply,
 // version 3 a call's deadline (callRequest.Budget), version 4 the
 // cancellation of a request (wire.FlagCancel), which a node of version 3
-// takes for a broken connection.
-const protocolVersion = 4
+// takes for a broken connection, version 5 statusReusedID and the call's
+// digest in dedup records (see dedupRecord).
+const protocolVersion = 5
 
 // Node is one member of a cluster: it serves the partitions it owns and
 // routes calls for the others. Create it with New, register handlers with
