@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/singlewriter/singlewriter/ring"
+	"github.com/singlewriter/singlewriter/store"
 )
 
 // countingInc is counter that counts its runs and, while hold is set,
@@ -193,9 +195,44 @@ func TestRequestIDReusedForAnotherCallIsRefused(t *testing.T) {
 	require.Equal(t, int64(1), h.runs.Load())
 }
 
+// Builds before protocol version 6 stored a dedup record under the
+// request ID and the key's hash: version 5 as the call's digest and its
+// response, earlier versions as the bare response. A retry after the
+// upgrade still gets that response, and the handler does not run.
+func TestRetryOfACallStoredByAnEarlierBuildGetsItsResponse(t *testing.T) {
+	req := callRequest{Method: "inc", Payload: []byte("amount=5")}
+	for name, record := range map[string][]byte{
+		"version 5":        dedupRecord(callDigest(req), []byte("balance=105")),
+		"before version 5": []byte("balance=105"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := &countingInc{}
+			c := newReplicatedCluster(t, 1, 1, func(n *Node) { n.Handle("inc", h.handle) })
+			n := c.nodes[0]
+			key, id := []byte("account-b"), []byte("transfer-44")
+			p := n.Partition(key)
+			lease, err := n.owner.Lease(p)
+			require.NoError(t, err)
+			earlierName := binary.BigEndian.AppendUint64(bytes.Clone(id), xxhash.Sum64(key))
+			commit := n.owner.Submit(lease, &store.Batch{Partition: p, RequestID: earlierName, Response: record})
+			<-commit.Done()
+			lease.Release()
+			require.NoError(t, commit.Err())
+
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			got, err := n.Call(ctx, key, req.Method, req.Payload, RequestID(id))
+			require.NoError(t, err)
+			require.Equal(t, "balance=105", string(got), "the retry ran, or got the record's digest, instead of the earlier build's response")
+			require.Zero(t, h.runs.Load())
+		})
+	}
+}
+
 func TestCallDigestSeparatesMethodFromPayload(t *testing.T) {
 	require.NotEqual(t, callDigest(callRequest{Method: "ab", Payload: []byte("c")}), callDigest(callRequest{Method: "a", Payload: []byte("bc")}))
 	require.NotEqual(t, callDigest(callRequest{Method: "inc"}), callDigest(callRequest{Method: "inc", Payload: []byte{0}}))
+	require.NotEqual(t, callDigest(callRequest{Method: "inc", Payload: []byte("x")}), callDigest(callRequest{Method: "get", Payload: []byte("x")}))
 	_, _, ok := splitDedupRecord(make([]byte, 7))
 	require.False(t, ok, "a record too short for a digest")
 	d, body, ok := splitDedupRecord(dedupRecord(42, []byte("resp")))

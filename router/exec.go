@@ -227,9 +227,11 @@ func (pe *partExec) run(n *Node, j *job) {
 // answerRepeat answers j, and reports that it did, when j's request ID
 // names a call that ran already: with that call's response once it is
 // durable, or with statusReusedID when that call asked for another method
-// or payload (its digest differs, or its record has none). A pending
-// call's response is its commit's; a stored one is returned only after
-// confirm.
+// or payload (its digest differs, or its record is too short to hold one).
+// A pending call's response is its commit's; a stored one is returned only
+// after confirm. A refusal is not confirmed (it writes nothing): from a
+// deposed owner's record, the reused ID may still run at the new owner
+// later, as it may once DedupRetention has pruned the record.
 func (pe *partExec) answerRepeat(n *Node, j *job, lease owner.Lease, id []byte, digest uint64) bool {
 	pe.mu.Lock()
 	pr := pe.responses[string(id)]
@@ -248,6 +250,15 @@ func (pe *partExec) answerRepeat(n *Node, j *job, lease owner.Lease, id []byte, 
 		return true
 	default:
 		record, ok, err := n.store.Response(pe.p, id)
+		if err == nil && !ok {
+			// Earlier builds stored records under the name without
+			// dedupFormat: looking there too lets a retry across an
+			// upgrade get its response.
+			record, ok, err = n.store.Response(pe.p, id[:len(id)-1])
+			if ok {
+				record = earlierRecord(record, digest)
+			}
+		}
 		switch {
 		case err != nil:
 			lease.Release()
@@ -341,12 +352,18 @@ func (pe *partExec) state(n *Node, key []byte, e epoch.Epoch) (*State, error) {
 	return &State{old: v, found: ok}, err
 }
 
-// dedupID names req's dedup record: its request ID, followed by the 64-bit
-// hash of its key, since the same ID on another key is another call. The
-// ID comes first, so records of time-ordered IDs stay at the end of the
-// partition's B-tree (see newRequestID).
+// dedupFormat ends the name of every dedup record since protocol version
+// 6 (see dedupRecord). Earlier builds stored their records under the name
+// without it (see earlierRecord).
+const dedupFormat = 1
+
+// dedupID names req's dedup record: its request ID, then the 64-bit hash
+// of its key, since the same ID on another key is another call, then
+// dedupFormat. The ID comes first, so records of time-ordered IDs stay at
+// the end of the partition's B-tree (see newRequestID).
 func dedupID(req callRequest) []byte {
-	return binary.BigEndian.AppendUint64(bytes.Clone(req.ID), xxhash.Sum64(req.Key))
+	id := binary.BigEndian.AppendUint64(append(make([]byte, 0, len(req.ID)+9), req.ID...), xxhash.Sum64(req.Key))
+	return append(id, dedupFormat)
 }
 
 // callDigest is a 64-bit hash of what req asks for, its method and
@@ -367,6 +384,20 @@ func callDigest(req callRequest) uint64 {
 // response.
 func dedupRecord(digest uint64, body []byte) []byte {
 	return append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(body)), digest), body...)
+}
+
+// earlierRecord returns, in dedupRecord's format, a record that an
+// earlier build stored, for a repeat whose digest is digest. Protocol
+// version 5 stored the digest first; earlier versions stored the bare
+// response, which answers any repeat, as those versions did. The two
+// cannot be told apart, so a version 5 record whose digest differs is
+// taken for a bare response too: a reused ID then gets that record whole
+// instead of ErrRequestIDReused, until DedupRetention prunes it.
+func earlierRecord(record []byte, digest uint64) []byte {
+	if was, _, ok := splitDedupRecord(record); ok && was == digest {
+		return record
+	}
+	return dedupRecord(digest, record)
 }
 
 // splitDedupRecord is the inverse of dedupRecord; ok is false for a record

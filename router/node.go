@@ -30,8 +30,10 @@ const placementVersion = 1
 // version 3 a call's deadline (callRequest.Budget), version 4 the
 // cancellation of a request (wire.FlagCancel), which a node of version 3
 // takes for a broken connection, version 5 statusReusedID and the call's
-// digest in dedup records (see dedupRecord).
-const protocolVersion = 5
+// digest in dedup records (see dedupRecord), version 6 dedupFormat at the
+// end of their names (see dedupID): a node of version 5 would not find the
+// records of version 6, and run a retry again.
+const protocolVersion = 6
 
 // Node is one member of a cluster: it serves the partitions it owns and
 // routes calls for the others. Create it with New, register handlers with
