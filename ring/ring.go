@@ -224,9 +224,11 @@ func (r *Ring) GossipAddr() string { return r.gossip }
 func (r *Ring) LocalName() string { return r.cfg.Name }
 
 // Leave tells the cluster that this node is leaving, waiting until the
-// message is gossiped or ctx ends, then closes the Ring. Others drop the node
-// from their tables at once instead of after failure detection. Close waits
-// for a Leave in progress.
+// message is gossiped (a few gossip intervals while others are alive) or
+// ctx's deadline passes, then closes the Ring. Others drop the node from
+// their tables at once instead of after failure detection. memberlist
+// offers no way to interrupt that wait, so the cancellation of a ctx
+// without a deadline does not end it. Close waits for a Leave in progress.
 func (r *Ring) Leave(ctx context.Context) error {
 	r.abortDials()
 	r.lifeMu.Lock()
