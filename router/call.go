@@ -28,9 +28,11 @@ type callOptions struct{ id []byte }
 // RequestID sets the call's request ID (at most 64 bytes). Calls with the
 // same ID on the same key run once: a repeat returns the first one's stored
 // response (kept for Config.DedupRetention). A repeat with another method
-// or payload does not run and fails with ErrRequestIDReused (the stored
-// record keeps a 64-bit hash of them; a record stored by a build before
-// protocol version 6 may not, and answers any repeat). The same ID on
+// or payload does not run and fails with ErrRequestIDReused once the first
+// call is known durable (the stored record keeps a 64-bit hash of them; a
+// record stored by a build before protocol version 6 may not, and answers
+// any repeat); if the first call's commit failed, the repeat is retried,
+// and runs if nothing of the first call was kept. The same ID on
 // another key is another call. Without it, or with an empty one, Call
 // draws a random ID, which still makes Call's own retries safe.
 func RequestID(id []byte) CallOption {

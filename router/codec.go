@@ -48,7 +48,8 @@ const (
 	// call did not run.
 	statusOverloaded
 	// statusReusedID: the call's request ID named an earlier call on the
-	// same key with another method or payload; the call did not run.
+	// same key with another method or payload, known durable; the call
+	// did not run.
 	statusReusedID
 )
 

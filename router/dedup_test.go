@@ -13,6 +13,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/stretchr/testify/require"
 
+	"github.com/singlewriter/singlewriter/epoch"
 	"github.com/singlewriter/singlewriter/ring"
 	"github.com/singlewriter/singlewriter/store"
 )
@@ -169,6 +170,63 @@ func TestRepeatWhileTheFirstCommitIsPendingGetsItsOwnCopy(t *testing.T) {
 	require.ErrorIs(t, err, ErrRequestIDReused, "a repeat with another payload got the pending call's response")
 }
 
+// A call that reuses the request ID of a call whose commit is pending
+// waits for it: had it been refused at once, and had that commit then
+// failed, nothing of the first call would be kept and the ID would have
+// been refused for no call. Once the commit fails (staged as in the test
+// above, here undecided at first, and ended as submit ends it), the reused
+// ID is asked again, and runs. The key's FIFO orders it: the reused-ID
+// call queues behind a held call, a third call behind it, and the third
+// one's answer shows that the reused-ID call's run has found the pending
+// commit.
+func TestReusedIDOfACallWhoseCommitFailsRunsAfterIt(t *testing.T) {
+	h := &countingInc{started: make(chan struct{}), proceed: make(chan struct{})}
+	c := newReplicatedCluster(t, 1, 1, func(n *Node) { n.Handle("inc", h.handle) })
+	n := c.nodes[0]
+	key, id := []byte("account-d"), []byte("transfer-46")
+	name := string(dedupID(callRequest{ID: id, Key: key}))
+	pr := &pendingResponse{digest: callDigest(callRequest{Method: "inc"}), done: make(chan struct{})}
+	pe := n.exec.parts[n.Partition(key)]
+	pe.mu.Lock()
+	pe.responses[name] = pr
+	pe.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	queued := func(want int) func() error {
+		return func() error {
+			pe.mu.Lock()
+			defer pe.mu.Unlock()
+			if got := len(pe.queues[string(key)]); got != want {
+				return fmt.Errorf("%d calls queued on the key, want %d", got, want)
+			}
+			return nil
+		}
+	}
+
+	h.hold.Store(true)
+	held := make(chan error, 1)
+	go func() { _, err := n.Call(ctx, key, "inc", nil); held <- err }()
+	<-h.started
+	h.hold.Store(false)
+	reused := make(chan error, 1)
+	go func() { _, err := n.Call(ctx, key, "inc", []byte("another payload"), RequestID(id)); reused <- err }()
+	waitFor(t, 5*time.Second, queued(1))
+	third := make(chan error, 1)
+	go func() { _, err := n.Call(ctx, key, "inc", nil); third <- err }()
+	waitFor(t, 5*time.Second, queued(2))
+	close(h.proceed)
+	require.NoError(t, <-held)
+	require.NoError(t, <-third)
+
+	pe.mu.Lock()
+	delete(pe.responses, name)
+	pe.mu.Unlock()
+	pr.err = fmt.Errorf("commit refused: %w", epoch.ErrStale)
+	close(pr.done)
+	require.NoError(t, <-reused, "the reused ID was refused, or failed with the first call's outcome")
+	require.Equal(t, int64(3), h.runs.Load())
+}
+
 // A request ID names one call: reused on the same key for another payload
 // or method, the call is refused and does not run, while a true repeat
 // still gets the stored response. The key is owned by the node the calls
@@ -227,6 +285,40 @@ func TestRetryOfACallStoredByAnEarlierBuildGetsItsResponse(t *testing.T) {
 			require.Zero(t, h.runs.Load())
 		})
 	}
+}
+
+// A repeat that reaches an owner deposed without knowing it finds the
+// first call's record, but the record's confirm is refused, and the owner
+// answers nothing from it. Not ErrStaleEpoch, which with one replica is
+// final and says "nothing was written", of a call that was written; nor
+// ErrRequestIDReused for another call, an answer from the record too:
+// both are asked again, here until their deadline. The node's store is
+// made to promise a newer epoch behind its owner's back: this stands for
+// a lease taken before a successor's Prepare, whose drain gave up on it,
+// and a confirm committed after the promise.
+func TestDeposedOwnerAnswersNoRepeatFromItsRecord(t *testing.T) {
+	h := &countingInc{}
+	c := newReplicatedCluster(t, 1, 1, func(n *Node) { n.Handle("inc", h.handle) })
+	n := c.nodes[0]
+	key, id := []byte("account-c"), RequestID([]byte("transfer-45"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := n.Call(ctx, key, "inc", nil, id)
+	require.NoError(t, err)
+
+	p := n.Partition(key)
+	served, ok := n.Serving(p)
+	require.True(t, ok)
+	_, err = n.store.Promise(ctx, p, served.Epoch+1)
+	require.NoError(t, err)
+
+	for _, payload := range []string{"", "another payload"} {
+		short, cancelShort := context.WithTimeout(ctx, time.Second)
+		_, err = n.Call(short, key, "inc", []byte(payload), id)
+		cancelShort()
+		require.ErrorIs(t, err, ErrUnavailable, "payload %q: a deposed owner answered from its record", payload)
+	}
+	require.Equal(t, int64(1), h.runs.Load())
 }
 
 func TestCallDigestSeparatesMethodFromPayload(t *testing.T) {

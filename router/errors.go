@@ -36,8 +36,8 @@ var (
 	ErrOverloaded = errors.New("router: owner overloaded")
 	// ErrRequestIDReused is returned by Call, without a retry, when its
 	// request ID (see RequestID) named an earlier call on the same key
-	// with another method or payload, still pending or still kept (see
-	// Config.DedupRetention): this call did not run.
+	// with another method or payload, which committed and whose record is
+	// still kept (see Config.DedupRetention): this call did not run.
 	ErrRequestIDReused = errors.New("router: request ID reused for another call")
 	// ErrEmptyKey is returned by Call for an empty key.
 	ErrEmptyKey = errors.New("router: empty key")

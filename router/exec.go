@@ -106,7 +106,7 @@ func (n *Node) execute(ctx context.Context, req callRequest) callResponse {
 	n.closeMu.RLock()
 	if n.closed {
 		n.closeMu.RUnlock()
-		return callResponse{Status: statusUnavailable, Body: []byte(ErrClosed.Error())}
+		return unavailable(ErrClosed)
 	}
 	p := n.Partition(req.Key)
 	if !n.exec.admit(n.cfg.MaxPendingCalls) {
@@ -123,7 +123,7 @@ func (n *Node) execute(ctx context.Context, req callRequest) callResponse {
 	case r := <-j.done:
 		return r
 	case <-ctx.Done():
-		return callResponse{Status: statusUnavailable, Body: []byte(ctx.Err().Error())}
+		return unavailable(ctx.Err())
 	}
 }
 
@@ -172,7 +172,7 @@ func (pe *partExec) work(n *Node, key string) {
 		if err := j.ctx.Err(); err != nil {
 			// Its caller gave up (execute answered already) before it
 			// started: running it would only delay the calls behind it.
-			n.exec.answer(j, callResponse{Status: statusUnavailable, Body: []byte(err.Error())})
+			n.exec.answer(j, unavailable(err))
 			continue
 		}
 		pe.run(n, j)
@@ -225,58 +225,72 @@ func (pe *partExec) run(n *Node, j *job) {
 }
 
 // answerRepeat answers j, and reports that it did, when j's request ID
-// names a call that ran already: with that call's response once it is
-// durable, or with statusReusedID when that call asked for another method
-// or payload (its digest differs, or its record is too short to hold one).
-// A pending call's response is its commit's; a stored one is returned only
-// after confirm. A refusal is not confirmed (it writes nothing): from a
-// deposed owner's record, the reused ID may still run at the new owner
-// later, as it may once DedupRetention has pruned the record.
+// names a call that ran already: with that call's response, or with
+// statusReusedID when that call asked for another method or payload (its
+// digest differs, or its record is too short to hold one). Either answer
+// waits until the first call is known durable: a pending call's commit
+// must succeed, and a stored record is acted on only after confirm (a
+// record this node committed without a majority, or holds as a deposed
+// owner, fails it). Otherwise j is answered statusUnavailable, and Call
+// asks again; only a repeat of the same call gets a failed commit's own
+// outcome.
 func (pe *partExec) answerRepeat(n *Node, j *job, lease owner.Lease, id []byte, digest uint64) bool {
 	pe.mu.Lock()
 	pr := pe.responses[string(id)]
 	pe.mu.Unlock()
-	switch {
-	case pr != nil && pr.digest != digest:
-	case pr != nil:
+	if pr != nil {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
 			<-pr.done
 			lease.Release()
-			// A copy: the first call's caller owns pr.body.
-			n.exec.answer(j, committed(bytes.Clone(pr.body), pr.err))
+			switch {
+			case pr.digest == digest:
+				// A copy: the first call's caller owns pr.body.
+				n.exec.answer(j, committed(bytes.Clone(pr.body), pr.err))
+			case pr.err == nil:
+				n.exec.answer(j, reusedID(j))
+			default:
+				// Asked again, j runs if nothing of the first call
+				// was kept.
+				n.exec.answer(j, unavailable(pr.err))
+			}
 		}()
 		return true
-	default:
-		record, ok, err := n.store.Response(pe.p, id)
-		if err == nil && !ok {
-			// Earlier builds stored records under the name without
-			// dedupFormat: looking there too lets a retry across an
-			// upgrade get its response.
-			record, ok, err = n.store.Response(pe.p, id[:len(id)-1])
-			if ok {
-				record = earlierRecord(record, digest)
-			}
-		}
-		switch {
-		case err != nil:
-			lease.Release()
-			n.exec.answer(j, committed(nil, err))
-			return true
-		case !ok:
-			return false
-		}
-		if was, body, ok := splitDedupRecord(record); ok && was == digest {
-			err := confirm(n, lease)
-			lease.Release()
-			n.exec.answer(j, committed(body, err))
-			return true
+	}
+	record, ok, err := n.store.Response(pe.p, id)
+	if err == nil && !ok {
+		// Earlier builds stored records under the name without
+		// dedupFormat: looking there too lets a retry across an upgrade
+		// get its response.
+		record, ok, err = n.store.Response(pe.p, id[:len(id)-1])
+		if ok {
+			record = earlierRecord(record, digest)
 		}
 	}
+	if err == nil && !ok {
+		return false
+	}
+	if err == nil {
+		err = confirm(n, lease)
+	}
 	lease.Release()
-	n.exec.answer(j, callResponse{Status: statusReusedID, Body: fmt.Appendf(nil, "request ID %q on this key named a call with another method or payload", j.req.ID)})
+	switch was, body, ok := splitDedupRecord(record); {
+	case err != nil:
+		// Not ErrStaleEpoch's "nothing was written": the first call may
+		// well have been. Call asks again, at the new owner if any.
+		n.exec.answer(j, unavailable(err))
+	case ok && was == digest:
+		n.exec.answer(j, committed(body, nil))
+	default:
+		n.exec.answer(j, reusedID(j))
+	}
 	return true
+}
+
+// reusedID is the answer to j when its request ID named another call.
+func reusedID(j *job) callResponse {
+	return callResponse{Status: statusReusedID, Body: fmt.Appendf(nil, "request ID %q on this key named a call with another method or payload", j.req.ID)}
 }
 
 // submit records the call's writes in the overlay and sends its commit,
@@ -439,8 +453,14 @@ func committed(body []byte, err error) callResponse {
 	case errors.Is(err, epoch.ErrStale):
 		return callResponse{Status: statusStale, Body: []byte(err.Error())}
 	default:
-		return callResponse{Status: statusUnavailable, Body: []byte(err.Error())}
+		return unavailable(err)
 	}
+}
+
+// unavailable is the response of a call this node cannot answer now, for
+// err: Call asks again after a backoff.
+func unavailable(err error) callResponse {
+	return callResponse{Status: statusUnavailable, Body: []byte(err.Error())}
 }
 
 // notServed maps a refused lease to a call response.
@@ -449,5 +469,5 @@ func notServed(err error) callResponse {
 	if errors.As(err, &ne) {
 		return callResponse{Status: statusNotOwner, Claim: ne.Claim}
 	}
-	return callResponse{Status: statusUnavailable, Body: []byte(err.Error())}
+	return unavailable(err)
 }
