@@ -295,10 +295,9 @@ func reusedID(j *job) callResponse {
 
 // submit records the call's writes in the overlay and sends its commit,
 // with its response stored as dedup record dedup (after the call's digest).
-// A write the store would
-// refuse as invalid is
-// refused first: that refusal is not permanent for the epoch, so it must
-// never reach the overlay (see partExec).
+// A write the store would refuse as invalid is refused first: that refusal
+// is not permanent for the epoch, so it must never reach the overlay (see
+// partExec).
 func (pe *partExec) submit(n *Node, j *job, lease owner.Lease, dedup []byte, digest uint64, st *State, body []byte) {
 	b := &store.Batch{Partition: pe.p, RequestID: dedup, Response: dedupRecord(digest, body)}
 	if st.changed {
