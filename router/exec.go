@@ -258,16 +258,7 @@ func (pe *partExec) answerRepeat(n *Node, j *job, lease owner.Lease, id []byte, 
 		}()
 		return true
 	}
-	record, ok, err := n.store.Response(pe.p, id)
-	if err == nil && !ok {
-		// Earlier builds stored records under the name without
-		// dedupFormat: looking there too lets a retry across an upgrade
-		// get its response.
-		record, ok, err = n.store.Response(pe.p, id[:len(id)-1])
-		if ok {
-			record = earlierRecord(record, digest)
-		}
-	}
+	record, ok, err := pe.storedRecord(n, id, digest)
 	if err == nil && !ok {
 		return false
 	}
@@ -286,6 +277,22 @@ func (pe *partExec) answerRepeat(n *Node, j *job, lease owner.Lease, id []byte, 
 		n.exec.answer(j, reusedID(j))
 	}
 	return true
+}
+
+// storedRecord returns the dedup record named id in dedupRecord's format,
+// if the partition holds one. Earlier builds stored records under the name
+// without dedupFormat: looking there too lets a retry across an upgrade get
+// its response (see earlierRecord, which digest is for).
+func (pe *partExec) storedRecord(n *Node, id []byte, digest uint64) (record []byte, ok bool, err error) {
+	record, ok, err = n.store.Response(pe.p, id)
+	if err != nil || ok {
+		return record, ok, err
+	}
+	record, ok, err = n.store.Response(pe.p, id[:len(id)-1])
+	if ok {
+		record = earlierRecord(record, digest)
+	}
+	return record, ok, err
 }
 
 // reusedID is the answer to j when its request ID named another call.
