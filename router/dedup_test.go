@@ -256,34 +256,42 @@ func TestRequestIDReusedForAnotherCallIsRefused(t *testing.T) {
 // Builds before protocol version 6 stored a dedup record under the
 // request ID and the key's hash: version 5 as the call's digest and its
 // response, earlier versions as the bare response. A retry after the
-// upgrade still gets that response, and the handler does not run.
+// upgrade still gets that response, and the handler does not run: with
+// the record still in the memtable, and in the data file after a restart.
 func TestRetryOfACallStoredByAnEarlierBuildGetsItsResponse(t *testing.T) {
 	req := callRequest{Method: "inc", Payload: []byte("amount=5")}
 	for name, record := range map[string][]byte{
 		"version 5":        dedupRecord(callDigest(req), []byte("balance=105")),
 		"before version 5": []byte("balance=105"),
 	} {
-		t.Run(name, func(t *testing.T) {
-			h := &countingInc{}
-			c := newReplicatedCluster(t, 1, 1, func(n *Node) { n.Handle("inc", h.handle) })
-			n := c.nodes[0]
-			key, id := []byte("account-b"), []byte("transfer-44")
-			p := n.Partition(key)
-			lease, err := n.owner.Lease(p)
-			require.NoError(t, err)
-			earlierName := binary.BigEndian.AppendUint64(bytes.Clone(id), xxhash.Sum64(key))
-			commit := n.owner.Submit(lease, &store.Batch{Partition: p, RequestID: earlierName, Response: record})
-			<-commit.Done()
-			lease.Release()
-			require.NoError(t, commit.Err())
+		for _, restart := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/restart=%t", name, restart), func(t *testing.T) {
+				h := &countingInc{}
+				c := newReplicatedCluster(t, 1, 1, func(n *Node) { n.Handle("inc", h.handle) })
+				n := c.nodes[0]
+				key, id := []byte("account-b"), []byte("transfer-44")
+				p := n.Partition(key)
+				lease, err := n.owner.Lease(p)
+				require.NoError(t, err)
+				earlierName := binary.BigEndian.AppendUint64(bytes.Clone(id), xxhash.Sum64(key))
+				commit := n.owner.Submit(lease, &store.Batch{Partition: p, RequestID: earlierName, Response: record})
+				<-commit.Done()
+				lease.Release()
+				require.NoError(t, commit.Err())
+				if restart { // Close flushes the memtable into the data file
+					cfg := c.restartConfig(n)
+					require.NoError(t, n.Close())
+					n = c.start(cfg)
+				}
 
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			got, err := n.Call(ctx, key, req.Method, req.Payload, RequestID(id))
-			require.NoError(t, err)
-			require.Equal(t, "balance=105", string(got), "the retry ran, or got the record's digest, instead of the earlier build's response")
-			require.Zero(t, h.runs.Load())
-		})
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				got, err := n.Call(ctx, key, req.Method, req.Payload, RequestID(id))
+				require.NoError(t, err)
+				require.Equal(t, "balance=105", string(got), "the retry ran, or got the record's digest, instead of the earlier build's response")
+				require.Zero(t, h.runs.Load())
+			})
+		}
 	}
 }
 
