@@ -10,7 +10,9 @@ import (
 // return times (nanoseconds since the run began). An operation whose
 // outcome is unknown has Unknown set and no meaningful Return.
 type op struct {
-	Client int    `json:"client"`
+	Client int `json:"client"`
+	// ID is the request ID of every attempt.
+	ID     string `json:"id"`
 	Key    string `json:"key"`
 	Method string `json:"method"`
 	// Arg is put's value, or cas's new value; Old is cas's expected value.
@@ -24,6 +26,10 @@ type op struct {
 	Return  int64  `json:"return"`
 	// Attempts counts the attempts, all with the same request ID.
 	Attempts int `json:"attempts"`
+	// Reused is set on a put sent under the request ID of an earlier,
+	// acknowledged write of its client on the same key: it must be refused
+	// (api.KindReused) and write nothing.
+	Reused bool `json:"reused,omitempty"`
 }
 
 // isWrite reports whether the operation may change its key.

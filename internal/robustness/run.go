@@ -47,8 +47,11 @@ type result struct {
 	Rate     float64 `json:"rate"`
 	// Bit is the sum of the nodes' fenced commits, refused prepares,
 	// failed acquires and drain timeouts.
-	Bit         uint64   `json:"bit"`
-	Fenced      uint64   `json:"fenced"`
+	Bit    uint64 `json:"bit"`
+	Fenced uint64 `json:"fenced"`
+	// Refused counts the calls under a reused request ID that were
+	// refused (see op.Reused).
+	Refused     int      `json:"refused"`
 	Violations  []string `json:"violations,omitempty"`
 	Unavailable float64  `json:"unavailable_s"`
 	Dir         string   `json:"dir,omitempty"`
@@ -123,6 +126,12 @@ func execute(cfg runConfig) (res result) {
 	res.Unavailable = h.unavailable()
 	lin, finished := checkLinearizable(ops, dir)
 	res.Violations = append(res.Violations, lin...)
+	res.Violations = append(res.Violations, checkReusedIDs(ops)...)
+	for _, o := range ops {
+		if o.Reused && o.Kind == api.KindReused {
+			res.Refused++
+		}
+	}
 	if len(finalViolations) == 0 {
 		res.Violations = append(res.Violations, checkLostWrites(ops, keys, final)...)
 	}

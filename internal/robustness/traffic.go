@@ -20,6 +20,9 @@ const (
 	// retryWindow is how long after traffic stops a client keeps retrying
 	// an operation with an unknown outcome (same request ID) to learn it.
 	retryWindow = 15 * time.Second
+	// reuseShare is the share of operations that are puts sent under the
+	// request ID of an earlier acknowledged write (see op.Reused).
+	reuseShare = 0.02
 )
 
 // keyset is the keys of a run: registers take put, get and cas; counters
@@ -70,16 +73,23 @@ func (t *traffic) stopped() bool {
 	}
 }
 
-// client issues operations with unique written values.
+// client issues operations with unique written values, and now and then
+// a put under the request ID of one of its acknowledged register writes.
 func (t *traffic) client(id int, rng *rand.Rand) {
 	defer t.wg.Done()
 	keys := t.keys.all()
 	last := map[string]string{} // the value this client last saw per key
+	var written []op            // this client's acknowledged register writes
 	for seq := 0; !t.stopped(); seq++ {
 		key := keys[rng.IntN(len(keys))]
 		o := op{Client: id, Key: key, Method: api.MethodGet}
+		reqID := fmt.Sprintf("c%d-%d", id, seq)
 		r := rng.Float64()
 		switch {
+		case r < reuseShare && len(written) > 0:
+			earlier := written[rng.IntN(len(written))]
+			o.Key, o.Method, o.Arg, o.Reused = earlier.Key, api.MethodPut, fmt.Sprintf("v%d.%d", id, seq), true
+			reqID = earlier.ID
 		case t.keys.isCounter(key):
 			if r < 0.7 {
 				o.Method = api.MethodInc
@@ -89,18 +99,23 @@ func (t *traffic) client(id int, rng *rand.Rand) {
 		case r < 0.6:
 			o.Method, o.Old, o.Arg = api.MethodCAS, last[key], fmt.Sprintf("v%d.%d", id, seq)
 		}
-		o = t.run(o, fmt.Sprintf("c%d-%d", id, seq), rng)
-		if !o.Unknown && o.Kind == api.KindOK && o.Method == api.MethodGet {
+		o.ID = reqID
+		o = t.run(o, rng)
+		switch {
+		case o.Unknown || o.Kind != api.KindOK:
+		case o.Method == api.MethodGet:
 			last[key] = o.Out
+		case !o.Reused && !t.keys.isCounter(o.Key):
+			written = append(written, o)
 		}
 	}
 }
 
-// run performs o through random running nodes, retrying with the same
-// request ID while the outcome is unknown, until the traffic stopped and
-// its deadline passed.
-func (t *traffic) run(o op, id string, rng *rand.Rand) op {
-	req := api.CallRequest{Key: o.Key, Method: o.Method, Payload: o.Arg, RequestID: id, Timeout: attemptTimeout}
+// run performs o through random running nodes, retrying with its request
+// ID while the outcome is unknown, until the traffic stopped and its
+// deadline passed.
+func (t *traffic) run(o op, rng *rand.Rand) op {
+	req := api.CallRequest{Key: o.Key, Method: o.Method, Payload: o.Arg, RequestID: o.ID, Timeout: attemptTimeout}
 	if o.Method == api.MethodCAS {
 		req.Payload = string(api.CASPayload(o.Old, o.Arg))
 	}

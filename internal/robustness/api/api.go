@@ -63,6 +63,9 @@ const (
 	KindFenced = "fenced"
 	// KindHandler: the handler failed; nothing was written.
 	KindHandler = "handler"
+	// KindReused: the request ID was used before for another call on the
+	// key (router.ErrRequestIDReused); nothing was written.
+	KindReused = "reused"
 	// KindUnavailable: no owner answered in time; the call may or may not
 	// have run.
 	KindUnavailable = "unavailable"
@@ -81,9 +84,9 @@ type CallResult struct {
 }
 
 // Definite reports whether the outcome is known: it ran (ok) or it wrote
-// nothing (fenced, handler).
+// nothing (fenced, handler, reused).
 func (r CallResult) Definite() bool {
-	return r.Kind == KindOK || r.Kind == KindFenced || r.Kind == KindHandler
+	return r.Kind == KindOK || r.Kind == KindFenced || r.Kind == KindHandler || r.Kind == KindReused
 }
 
 // The fault operations.

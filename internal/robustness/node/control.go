@@ -69,6 +69,8 @@ func kind(err error) string {
 		return api.KindFenced
 	case errors.Is(err, router.ErrHandler):
 		return api.KindHandler
+	case errors.Is(err, router.ErrRequestIDReused):
+		return api.KindReused
 	case errors.Is(err, router.ErrUnavailable):
 		return api.KindUnavailable
 	}

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/singlewriter/singlewriter/internal/robustness/api"
+)
+
+// The checkers' view of a reused request ID: the refused put has no
+// effect, one acknowledged is a violation, and so is a fresh ID refused.
+func TestReusedIDChecks(t *testing.T) {
+	acked := op{Client: 1, ID: "c1-3", Key: "r1", Method: api.MethodPut, Arg: "v1.3", Kind: api.KindOK, Call: 0, Return: 10}
+	refused := op{Client: 1, ID: "c1-3", Key: "r1", Method: api.MethodPut, Arg: "v1.9", Kind: api.KindReused, Reused: true, Call: 20, Return: 30}
+	require.Empty(t, checkReusedIDs([]op{acked, refused}))
+
+	ran := refused
+	ran.Kind = api.KindOK
+	require.Len(t, checkReusedIDs([]op{acked, ran}), 1, "a reused ID's call acknowledged")
+	fresh := acked
+	fresh.ID, fresh.Kind = "c1-4", api.KindReused
+	require.Len(t, checkReusedIDs([]op{fresh}), 1, "a fresh ID refused as reused")
+
+	require.Empty(t, checkRegister([]op{acked, refused}, "r1", "v1.3"))
+	require.NotEmpty(t, checkRegister([]op{acked, refused}, "r1", "v1.9"), "the refused put's value is final")
+
+	get := op{Client: 2, Key: "r1", Method: api.MethodGet, Kind: api.KindOK, Out: "v1.3", Call: 40, Return: 50}
+	violations, finished := checkLinearizable([]op{acked, refused, get}, t.TempDir())
+	require.True(t, finished)
+	require.Empty(t, violations)
+	get.Out = "v1.9"
+	violations, finished = checkLinearizable([]op{acked, refused, get}, t.TempDir())
+	require.True(t, finished)
+	require.NotEmpty(t, violations, "a read of the refused put's value")
+}
