@@ -356,8 +356,11 @@ func (n *Node) rpcAddr(name string) (string, error) {
 }
 
 // Leave hands every partition this node owns to the nodes that own them
-// next, leaves the gossip and closes the node. If ctx ends first, the
-// partitions not yet handed off stay with this node's data directory.
+// next, leaves the gossip and closes the node. If ctx ends first (or
+// every other member is leaving too), the partitions not yet handed off
+// stay with this node's data directory, and the node closes without
+// leaving the gossip: the others see it fail, after failure detection,
+// as after Close.
 func (n *Node) Leave(ctx context.Context) error {
 	if n.isClosed() {
 		return ErrClosed

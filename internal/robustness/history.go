@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/singlewriter/singlewriter/internal/robustness/api"
 	"slices"
 	"sync"
 	"time"
@@ -11,7 +12,7 @@ import (
 // outcome is unknown has Unknown set and no meaningful Return.
 type op struct {
 	Client int `json:"client"`
-	// ID is the request ID of every attempt.
+	// ID is the request ID of every attempt (empty for the final reads).
 	ID     string `json:"id"`
 	Key    string `json:"key"`
 	Method string `json:"method"`
@@ -26,14 +27,22 @@ type op struct {
 	Return  int64  `json:"return"`
 	// Attempts counts the attempts, all with the same request ID.
 	Attempts int `json:"attempts"`
-	// Reused is set on a put sent under the request ID of an earlier,
-	// acknowledged write of its client on the same key: it must be refused
-	// (api.KindReused) and write nothing.
+	// Reused is set on a put sent under the request ID of an earlier
+	// acknowledged put or cas (swapped or not) of its client on the same
+	// key: it must be refused (api.KindReused) and write nothing.
 	Reused bool `json:"reused,omitempty"`
 }
 
 // isWrite reports whether the operation may change its key.
 func (o op) isWrite() bool { return o.Method != "get" }
+
+// wroteNothing reports whether the operation certainly changed nothing: it
+// ended with a refusal (fenced, handler error, refused as reused), or it
+// reused a request ID and was not acknowledged, which the library promises
+// never runs it (a violation of that promise is checkReusedIDs's).
+func (o op) wroteNothing() bool {
+	return o.Kind != api.KindOK && (!o.Unknown || o.Reused)
+}
 
 // history collects the operations of a run, and the periods during which
 // some attempt ended without an answer.

@@ -94,12 +94,12 @@ var model = porcupine.Model{
 }
 
 // operations converts the history for porcupine. Reads with an unknown
-// outcome and calls that certainly wrote nothing (fenced, handler error,
-// refused as reused) are left out: they have no effect to explain.
+// outcome and calls that certainly wrote nothing (op.wroteNothing) are
+// left out: they have no effect to explain.
 func operations(ops []op) []porcupine.Operation {
 	var out []porcupine.Operation
 	for _, o := range ops {
-		if (!o.Unknown && o.Kind != api.KindOK) || (o.Unknown && !o.isWrite()) {
+		if o.wroteNothing() || (o.Unknown && !o.isWrite()) {
 			continue
 		}
 		ret := o.Return

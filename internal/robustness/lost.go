@@ -76,7 +76,7 @@ func checkRegister(ops []op, key, final string) []string {
 		return nil
 	case last == nil:
 		return []string{fmt.Sprintf("phantom write: register %s holds %q, which no client wrote", key, final)}
-	case !last.Unknown && (last.Kind != api.KindOK || (last.Method == api.MethodCAS && last.Out != "1")):
+	case last.wroteNothing() || (!last.Unknown && last.Method == api.MethodCAS && last.Out != "1"):
 		return []string{fmt.Sprintf("phantom write: register %s holds %q, from a write reported as not written (%s)", key, final, last.Kind)}
 	}
 	if last.Unknown {

@@ -33,4 +33,17 @@ func TestReusedIDChecks(t *testing.T) {
 	violations, finished = checkLinearizable([]op{acked, refused, get}, t.TempDir())
 	require.True(t, finished)
 	require.NotEmpty(t, violations, "a read of the refused put's value")
+
+	// Not acknowledged, a reused ID's put still never ran: unknown, its
+	// value read or final is a violation; run to a handler error, the
+	// handler ran.
+	unknown := refused
+	unknown.Kind, unknown.Unknown = api.KindUnavailable, true
+	violations, finished = checkLinearizable([]op{acked, unknown, get}, t.TempDir())
+	require.True(t, finished)
+	require.NotEmpty(t, violations, "a read of the unknown reused put's value")
+	require.NotEmpty(t, checkRegister([]op{acked, unknown}, "r1", "v1.9"), "the unknown reused put's value is final")
+	handled := refused
+	handled.Kind = api.KindHandler
+	require.Len(t, checkReusedIDs([]op{acked, handled}), 1, "a reused ID's handler ran")
 }

@@ -20,8 +20,9 @@ const (
 	// retryWindow is how long after traffic stops a client keeps retrying
 	// an operation with an unknown outcome (same request ID) to learn it.
 	retryWindow = 15 * time.Second
-	// reuseShare is the share of operations that are puts sent under the
-	// request ID of an earlier acknowledged write (see op.Reused).
+	// reuseShare is the share of a client's operations, once it has an
+	// acknowledged put or cas, that are puts sent under the request ID of
+	// one of them (see op.Reused), taken from the other kinds' shares.
 	reuseShare = 0.02
 )
 
@@ -74,12 +75,12 @@ func (t *traffic) stopped() bool {
 }
 
 // client issues operations with unique written values, and now and then
-// a put under the request ID of one of its acknowledged register writes.
+// a put under the request ID of one of its acknowledged puts and CAS calls.
 func (t *traffic) client(id int, rng *rand.Rand) {
 	defer t.wg.Done()
 	keys := t.keys.all()
 	last := map[string]string{} // the value this client last saw per key
-	var written []op            // this client's acknowledged register writes
+	var written []op            // this client's acknowledged puts and CAS calls
 	for seq := 0; !t.stopped(); seq++ {
 		key := keys[rng.IntN(len(keys))]
 		o := op{Client: id, Key: key, Method: api.MethodGet}
