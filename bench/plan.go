@@ -164,9 +164,18 @@ func (p *plan) runRow(ctx context.Context, e env, r row, id *uint16, bar *progre
 			for _, c := range p.clients {
 				*id++
 				bar.Describe(fmt.Sprintf("%s %s x%d", r.name, w, c))
+				var fl floor
+				if c == 1 && slices.Contains(targetRows, r.name) {
+					if fl, err = probeFloor(e.dir, cellProbes); err != nil {
+						return out, err
+					}
+				}
 				res, err := runCell(ctx, sys, cell{id: *id, workload: w, clients: c, duration: p.duration, timeout: p.timeout, zipf: p.zipf})
 				if err != nil {
 					return out, err
+				}
+				if fl.writes != nil {
+					res.FloorUs, res.ReplicatedFloorUs = micros(fl.total()), micros(fl.replicated())
 				}
 				out = append(out, label(res, w, c))
 				bar.Add(1)

@@ -14,6 +14,11 @@ import (
 	"time"
 )
 
+// cellProbes is the number of samples of each measure in the probe just
+// before a single-client cell: fewer than the run's first probe takes, to
+// keep -quick short.
+const cellProbes = 200
+
 // errUnsupported reports a durable-write method this system lacks.
 var errUnsupported = errors.New("not supported here")
 
@@ -48,6 +53,9 @@ func (f floor) total() time.Duration { return f.rtt + f.durable() }
 // three replicas that share this disk: a round trip to the owner, one from
 // the owner to a backup, and the owner's and the backup's writes at once.
 func (f floor) replicated() time.Duration { return 2*f.rtt + f.pair }
+
+// micros is d in microseconds.
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 func (f floor) String() string {
 	var others []string

@@ -22,6 +22,11 @@ const (
 	rowPgUpdate           = "postgres-update"
 )
 
+// targetRows are this library's rows that the targets are checked on:
+// replication factor 1 (the floor is one disk's fsync), and 3, the
+// library's default.
+var targetRows = []string{rowSingleWriter, rowSingleWriterRF3}
+
 // env is what a row needs to start its system.
 type env struct {
 	cl  *cleanups

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"time"
 )
 
 // find returns the result of system in cell (workload, clients).
@@ -50,10 +49,7 @@ func printTargets(w io.Writer, results []result, fl floor) (safe bool) {
 		{"redis-lock (best durable)", []string{rowRedis, rowRedisTight}, 10},
 		{rowPgRowLock, []string{rowPgRowLock}, 10},
 	}
-	// Replication factor 1 (the floor is one disk's fsync), and 3, the
-	// library's default.
-	rows := []string{rowSingleWriter, rowSingleWriterRF3}
-	for _, row := range rows {
+	for _, row := range targetRows {
 		for _, wl := range []string{workloadZipf, workloadHotKey} {
 			sw, ok := find(results, row, wl, 64)
 			if !ok {
@@ -71,15 +67,20 @@ func printTargets(w io.Writer, results []result, fl floor) (safe bool) {
 			}
 		}
 	}
-	floorUs := float64(fl.total()) / float64(time.Microsecond)
-	replicatedUs := float64(fl.replicated()) / float64(time.Microsecond)
-	for _, row := range rows {
+	floorUs, replicatedUs := micros(fl.total()), micros(fl.replicated())
+	for _, row := range targetRows {
 		for _, wl := range []string{workloadUniform, workloadZipf, workloadHotKey} {
 			if r, ok := find(results, row, wl, 1); ok {
 				x := r.P50 / floorUs
 				fmt.Fprintf(w, "- %s, single client, %s: forwarded durable call p50 %.0fµs = %.2fx the floor of %.0fµs (target <= 2x): %s", row, wl, r.P50, x, floorUs, mark(x <= 2))
 				if row == rowSingleWriterRF3 {
 					fmt.Fprintf(w, "; %.2fx the replicated floor of %.0fµs on this one disk", r.P50/replicatedUs, replicatedUs)
+				}
+				if r.FloorUs > 0 {
+					fmt.Fprintf(w, "; probed again just before the cell, the floor was %.0fµs (%.2fx)", r.FloorUs, r.P50/r.FloorUs)
+					if row == rowSingleWriterRF3 {
+						fmt.Fprintf(w, " and the replicated floor %.0fµs (%.2fx)", r.ReplicatedFloorUs, r.P50/r.ReplicatedFloorUs)
+					}
 				}
 				fmt.Fprintln(w)
 			}
