@@ -31,17 +31,23 @@ type op struct {
 	// acknowledged put or cas (swapped or not) of its client on the same
 	// key: it must be refused (api.KindReused) and write nothing.
 	Reused bool `json:"reused,omitempty"`
+	// Repeat is set on a call sent again, request ID, method and payload,
+	// after it was acknowledged with Want: it must get Want again and
+	// write nothing.
+	Repeat bool   `json:"repeat,omitempty"`
+	Want   string `json:"want,omitempty"`
 }
 
 // isWrite reports whether the operation may change its key.
 func (o op) isWrite() bool { return o.Method != "get" }
 
 // wroteNothing reports whether the operation certainly changed nothing: it
-// ended with a refusal (fenced, handler error, refused as reused), or it
-// reused a request ID and was not acknowledged, which the library promises
-// never runs it (a violation of that promise is checkReusedIDs's).
+// ended with a refusal (fenced, handler error, refused as reused), it
+// reused a request ID and was not acknowledged, or it repeated an
+// acknowledged call: the library promises to run neither (a violation of
+// that promise is checkRequestIDs's).
 func (o op) wroteNothing() bool {
-	return o.Kind != api.KindOK && (!o.Unknown || o.Reused)
+	return o.Repeat || (o.Kind != api.KindOK && (!o.Unknown || o.Reused))
 }
 
 // history collects the operations of a run, and the periods during which

@@ -58,7 +58,7 @@ func checkRegister(ops []op, key, final string) []string {
 	var last *op // the write of the final value
 	var acked []op
 	for _, o := range ops {
-		if o.Key != key || !o.isWrite() {
+		if o.Key != key || !o.isWrite() || o.Repeat { // a repeat is its first call's copy
 			continue
 		}
 		if o.Arg == final && final != "" {

@@ -87,8 +87,8 @@ func profile(runs int, duration time.Duration, out, scenario string, nodes, rf, 
 	defer log.Close()
 	results := runAll(cfgs, parallel, func(r result) bool {
 		json.NewEncoder(log).Encode(r)
-		fmt.Fprintf(os.Stderr, "%-9s seed %-4d valid=%-5v ops=%-5d bit=%-3d fenced=%-3d refused=%-3d violations=%d unavailable=%.1fs took=%.0fs %s\n",
-			r.Scenario, r.Seed, r.Valid, r.Ops, r.Bit, r.Fenced, r.Refused, len(r.Violations), r.Unavailable, r.Took, r.Invalid)
+		fmt.Fprintf(os.Stderr, "%-9s seed %-4d valid=%-5v ops=%-5d bit=%-3d fenced=%-3d refused=%-3d repeated=%-3d violations=%d unavailable=%.1fs took=%.0fs %s\n",
+			r.Scenario, r.Seed, r.Valid, r.Ops, r.Bit, r.Fenced, r.Refused, r.Repeated, len(r.Violations), r.Unavailable, r.Took, r.Invalid)
 		for _, v := range r.Violations {
 			fmt.Fprintf(os.Stderr, "    %s (%s)\n", v, r.Dir)
 		}

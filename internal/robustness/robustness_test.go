@@ -71,8 +71,8 @@ func runScenarios(t *testing.T, bin, out string, shape clusterShape, names []str
 	byScenario := map[string][]result{}
 	for _, r := range runAll(cfgs, shortParallel, func(result) bool { return true }) {
 		byScenario[r.Scenario] = append(byScenario[r.Scenario], r)
-		t.Logf("%-9s seed %d: valid=%v %s ops=%d bit=%d fenced=%d refused=%d violations=%d unavailable=%.1fs took=%.0fs",
-			r.Scenario, r.Seed, r.Valid, r.Invalid, r.Ops, r.Bit, r.Fenced, r.Refused, len(r.Violations), r.Unavailable, r.Took)
+		t.Logf("%-9s seed %d: valid=%v %s ops=%d bit=%d fenced=%d refused=%d repeated=%d violations=%d unavailable=%.1fs took=%.0fs",
+			r.Scenario, r.Seed, r.Valid, r.Invalid, r.Ops, r.Bit, r.Fenced, r.Refused, r.Repeated, len(r.Violations), r.Unavailable, r.Took)
 	}
 	return byScenario
 }

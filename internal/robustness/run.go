@@ -50,8 +50,9 @@ type result struct {
 	Bit    uint64 `json:"bit"`
 	Fenced uint64 `json:"fenced"`
 	// Refused counts the calls under a reused request ID that were
-	// refused (see op.Reused).
+	// refused (see op.Reused), Repeated the repeats answered (op.Repeat).
 	Refused     int      `json:"refused"`
+	Repeated    int      `json:"repeated"`
 	Violations  []string `json:"violations,omitempty"`
 	Unavailable float64  `json:"unavailable_s"`
 	Dir         string   `json:"dir,omitempty"`
@@ -126,10 +127,13 @@ func execute(cfg runConfig) (res result) {
 	res.Unavailable = h.unavailable()
 	lin, finished := checkLinearizable(ops, dir)
 	res.Violations = append(res.Violations, lin...)
-	res.Violations = append(res.Violations, checkReusedIDs(ops)...)
+	res.Violations = append(res.Violations, checkRequestIDs(ops)...)
 	for _, o := range ops {
-		if o.Reused && o.Kind == api.KindReused {
+		switch {
+		case o.Reused && o.Kind == api.KindReused:
 			res.Refused++
+		case o.Repeat && o.Kind == api.KindOK:
+			res.Repeated++
 		}
 	}
 	if len(finalViolations) == 0 {

@@ -22,7 +22,8 @@ const (
 	retryWindow = 15 * time.Second
 	// reuseShare is the share of a client's operations, once it has an
 	// acknowledged put or cas, that are puts sent under the request ID of
-	// one of them (see op.Reused), taken from the other kinds' shares.
+	// one of them (see op.Reused), taken from the other kinds' shares; as
+	// many are repeats of one of them (see op.Repeat).
 	reuseShare = 0.02
 )
 
@@ -75,7 +76,8 @@ func (t *traffic) stopped() bool {
 }
 
 // client issues operations with unique written values, and now and then
-// a put under the request ID of one of its acknowledged puts and CAS calls.
+// a put under the request ID of one of its acknowledged puts and CAS
+// calls, or a repeat of one.
 func (t *traffic) client(id int, rng *rand.Rand) {
 	defer t.wg.Done()
 	keys := t.keys.all()
@@ -90,6 +92,10 @@ func (t *traffic) client(id int, rng *rand.Rand) {
 		case r < reuseShare && len(written) > 0:
 			earlier := written[rng.IntN(len(written))]
 			o.Key, o.Method, o.Arg, o.Reused = earlier.Key, api.MethodPut, fmt.Sprintf("v%d.%d", id, seq), true
+			reqID = earlier.ID
+		case r < 2*reuseShare && len(written) > 0:
+			earlier := written[rng.IntN(len(written))]
+			o.Key, o.Method, o.Arg, o.Old, o.Repeat, o.Want = earlier.Key, earlier.Method, earlier.Arg, earlier.Old, true, earlier.Out
 			reqID = earlier.ID
 		case t.keys.isCounter(key):
 			if r < 0.7 {
@@ -106,7 +112,7 @@ func (t *traffic) client(id int, rng *rand.Rand) {
 		case o.Unknown || o.Kind != api.KindOK:
 		case o.Method == api.MethodGet:
 			last[key] = o.Out
-		case !o.Reused && !t.keys.isCounter(o.Key):
+		case !o.Reused && !o.Repeat && !t.keys.isCounter(o.Key):
 			written = append(written, o)
 		}
 	}
