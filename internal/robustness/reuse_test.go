@@ -51,8 +51,8 @@ func TestReusedIDChecks(t *testing.T) {
 // The checkers' view of a repeated call: it has no effect, and must get
 // the first answer again.
 func TestRepeatChecks(t *testing.T) {
-	acked := op{Client: 1, ID: "c1-3", Key: "r1", Method: api.MethodPut, Arg: "v1.3", Kind: api.KindOK, Out: "ok", Call: 0, Return: 10}
-	newer := op{Client: 2, ID: "c2-1", Key: "r1", Method: api.MethodPut, Arg: "v2.1", Kind: api.KindOK, Out: "ok", Call: 12, Return: 14}
+	acked := op{Client: 1, ID: "c1-3", Key: "r1", Method: api.MethodPut, Arg: "v1.3", Kind: api.KindOK, Out: "ok v1.3", Call: 0, Return: 10}
+	newer := op{Client: 2, ID: "c2-1", Key: "r1", Method: api.MethodPut, Arg: "v2.1", Kind: api.KindOK, Out: "ok v2.1", Call: 12, Return: 14}
 	repeat := acked
 	repeat.Repeat, repeat.Want, repeat.Call, repeat.Return = true, acked.Out, 20, 30
 	get := op{Client: 3, Key: "r1", Method: api.MethodGet, Kind: api.KindOK, Out: "v2.1", Call: 40, Return: 50}

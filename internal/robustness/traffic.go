@@ -23,7 +23,8 @@ const (
 	// reuseShare is the share of a client's operations, once it has an
 	// acknowledged put or cas, that are puts sent under the request ID of
 	// one of them (see op.Reused), taken from the other kinds' shares; as
-	// many are repeats of one of them (see op.Repeat).
+	// many are repeats of one of them (see op.Repeat), besides the repeat
+	// that follows each reuse.
 	reuseShare = 0.02
 )
 
@@ -77,26 +78,29 @@ func (t *traffic) stopped() bool {
 
 // client issues operations with unique written values, and now and then
 // a put under the request ID of one of its acknowledged puts and CAS
-// calls, or a repeat of one.
+// calls, or a repeat of one. A reused ID's call is followed by a repeat of
+// the call whose ID it reused, which finds whether the refusal left that
+// call's answer alone.
 func (t *traffic) client(id int, rng *rand.Rand) {
 	defer t.wg.Done()
 	keys := t.keys.all()
 	last := map[string]string{} // the value this client last saw per key
 	var written []op            // this client's acknowledged puts and CAS calls
+	var reused *op              // the call whose ID the last operation reused
 	for seq := 0; !t.stopped(); seq++ {
 		key := keys[rng.IntN(len(keys))]
-		o := op{Client: id, Key: key, Method: api.MethodGet}
-		reqID := fmt.Sprintf("c%d-%d", id, seq)
+		o := op{Client: id, Key: key, Method: api.MethodGet, ID: fmt.Sprintf("c%d-%d", id, seq)}
 		r := rng.Float64()
 		switch {
+		case reused != nil:
+			o = repeatOf(*reused)
+			reused = nil
 		case r < reuseShare && len(written) > 0:
 			earlier := written[rng.IntN(len(written))]
-			o.Key, o.Method, o.Arg, o.Reused = earlier.Key, api.MethodPut, fmt.Sprintf("v%d.%d", id, seq), true
-			reqID = earlier.ID
+			o.Key, o.Method, o.Arg, o.ID, o.Reused = earlier.Key, api.MethodPut, fmt.Sprintf("v%d.%d", id, seq), earlier.ID, true
+			reused = &earlier
 		case r < 2*reuseShare && len(written) > 0:
-			earlier := written[rng.IntN(len(written))]
-			o.Key, o.Method, o.Arg, o.Old, o.Repeat, o.Want = earlier.Key, earlier.Method, earlier.Arg, earlier.Old, true, earlier.Out
-			reqID = earlier.ID
+			o = repeatOf(written[rng.IntN(len(written))])
 		case t.keys.isCounter(key):
 			if r < 0.7 {
 				o.Method = api.MethodInc
@@ -106,7 +110,6 @@ func (t *traffic) client(id int, rng *rand.Rand) {
 		case r < 0.6:
 			o.Method, o.Old, o.Arg = api.MethodCAS, last[key], fmt.Sprintf("v%d.%d", id, seq)
 		}
-		o.ID = reqID
 		o = t.run(o, rng)
 		switch {
 		case o.Unknown || o.Kind != api.KindOK:
@@ -116,6 +119,11 @@ func (t *traffic) client(id int, rng *rand.Rand) {
 			written = append(written, o)
 		}
 	}
+}
+
+// repeatOf is acknowledged call earlier sent again (op.Repeat).
+func repeatOf(earlier op) op {
+	return op{Client: earlier.Client, ID: earlier.ID, Key: earlier.Key, Method: earlier.Method, Arg: earlier.Arg, Old: earlier.Old, Repeat: true, Want: earlier.Out}
 }
 
 // run performs o through random running nodes, retrying with its request

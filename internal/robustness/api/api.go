@@ -21,7 +21,8 @@ import (
 const (
 	// MethodGet returns the key's value ("" if none).
 	MethodGet = "get"
-	// MethodPut sets the key's value to the payload and returns "ok".
+	// MethodPut sets the key's value to the payload and returns "ok "
+	// and the payload: an answer of its own, which a repeat must get.
 	MethodPut = "put"
 	// MethodCAS sets the key's value to new if it is old (payload
 	// CASPayload(old, new)) and returns "1", else returns "0".

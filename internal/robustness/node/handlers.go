@@ -61,7 +61,7 @@ func register(n *router.Node, p *pauser) {
 	n.Handle(api.MethodPut, func(_ context.Context, req *router.Request) ([]byte, error) {
 		req.State.Put(req.Payload)
 		p.maybePause(req.Key)
-		return []byte("ok"), nil
+		return append([]byte("ok "), req.Payload...), nil
 	})
 	n.Handle(api.MethodCAS, func(_ context.Context, req *router.Request) ([]byte, error) {
 		old, next := api.ParseCAS(req.Payload)
