@@ -1,10 +1,11 @@
 package main
 
 import (
-	"github.com/singlewriter/singlewriter/internal/robustness/api"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/singlewriter/singlewriter/internal/robustness/api"
 )
 
 // op is one operation of the history: a client's call with its call and
