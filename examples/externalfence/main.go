@@ -18,7 +18,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -28,7 +27,7 @@ import (
 )
 
 func main() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), cluster.RunBudget)
 	defer cancel()
 	if _, err := run(ctx, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "externalfence:", err)

@@ -43,11 +43,6 @@ func main() {
 	}
 }
 
-// runBudget bounds a run. A run takes 5-20 s, failure detection included,
-// but over a minute under the race detector beside other test packages on
-// 2 cores (seen in CI).
-const runBudget = 3 * time.Minute
-
 // outcome is what a run showed.
 type outcome struct {
 	// paused is the batch in flight when its owner crashed; resumed is the
@@ -65,7 +60,7 @@ type outcome struct {
 // returns what it showed; the error says which check failed, if one did.
 func run(w io.Writer, create router.Handler) (*outcome, error) {
 	out := &printer{w: w}
-	ctx, cancel := context.WithTimeout(context.Background(), runBudget)
+	ctx, cancel := context.WithTimeout(context.Background(), cluster.RunBudget)
 	j := newJob(ctx, out, create)
 	c, err := cluster.New("singlewriter-invoices-", j.handlers, cluster.ReplicationFactor(replicas))
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 	"io"
 	"os"
 	"sync"
-	"time"
 
 	"github.com/singlewriter/singlewriter/examples/internal/cluster"
 	"github.com/singlewriter/singlewriter/ring"
@@ -96,7 +95,7 @@ func run(w io.Writer) (*outcome, error) {
 	// The order whose partition moves once node-3 joins: the first after
 	// the script's.
 	key := cluster.MovingKey("order-%d", 4, []string{"node-0", "node-1", "node-2"}, "node-3")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), cluster.RunBudget)
 	d := &demo{w: w, shop: &shop{ctx: ctx, pause: cluster.NewPause(), pauseMethod: "pay", pauseKey: key}}
 	// One copy of each partition, not the default three: the paused
 	// writer's refused commit then reaches its caller as

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"time"
 
 	"github.com/singlewriter/singlewriter/examples/internal/cluster"
 	"github.com/singlewriter/singlewriter/ring"
@@ -45,7 +44,7 @@ func run() error {
 	defer c.Close()
 	d.c = c
 
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), cluster.RunBudget)
 	defer cancel()
 	fmt.Println("Starting 3 nodes on loopback (replication factor 3, the default), data under", c.Dir())
 	for i := range 3 {

@@ -47,6 +47,11 @@ const (
 	pushPullInterval = 500 * time.Millisecond
 )
 
+// RunBudget bounds one run of a demo. A run takes 5-20 s, failure
+// detection included, but has taken over a minute under the race detector
+// beside other test packages on 2 cores.
+const RunBudget = 3 * time.Minute
+
 // Cluster is a set of nodes running in this process.
 type Cluster struct {
 	dir   string
