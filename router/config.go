@@ -1,6 +1,7 @@
 package router
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -101,9 +102,24 @@ type Config struct {
 	// knows the key before a request is read), which keeps out whoever
 	// can reach the RPC port without the key. RPC frames are neither
 	// encrypted nor authenticated one by one, so it does not protect
-	// against an attacker on the network path: run the cluster on a
-	// trusted network or in a tunnel. It must be the same on every node.
+	// against an attacker on the network path: set TLS too, or run the
+	// cluster on a trusted network or in a tunnel. It must be the same on
+	// every node.
 	SecretKey []byte
+	// TLS, if set, carries the RPC connections between nodes (calls,
+	// replication, the ownership protocol) over TLS with this
+	// configuration, which encrypts and authenticates every frame: the
+	// node's listener serves it and each of its dials is a client of it.
+	// It must hold the node's certificate (Certificates, GetCertificate or
+	// GetConfigForClient) and the pool that verifies its peers' (RootCAs);
+	// for mutual authentication, which keeps out whoever has no
+	// certificate of the cluster, set ClientCAs and ClientAuth
+	// (tls.RequireAndVerifyClientCert) too. A dial verifies the peer's
+	// certificate against ServerName or, when that is empty, the host of
+	// the peer's RPC address (an IP address then needs an IP SAN). Gossip
+	// does not use it: encrypt gossip with SecretKey. New keeps a copy.
+	// Nil means plain TCP. Every node must use TLS or none.
+	TLS *tls.Config
 	// SettleTime is how long the membership view must be stable before the
 	// node acquires partitions. Zero means 300ms.
 	SettleTime time.Duration
@@ -151,6 +167,12 @@ func (c *Config) validate() error {
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		// The bound address is what the other nodes are told to dial.
 		return fmt.Errorf("router: Config.RPCAddr %q has no host the other nodes can dial (it would send them to their own machine): give this node's address", c.RPCAddr)
+	}
+	if c.TLS != nil {
+		if err := checkTLS(c.TLS); err != nil {
+			return err
+		}
+		c.TLS = c.TLS.Clone()
 	}
 	if c.Cluster == "" {
 		c.Cluster = "singlewriter"

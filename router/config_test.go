@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -30,6 +31,7 @@ func TestConfigOutOfRangeIsRefused(t *testing.T) {
 		{"DrainTimeout", func(c *Config) { c.DrainTimeout = -time.Second }},
 		{"DedupRetention", func(c *Config) { c.DedupRetention = -time.Second }},
 		{"PushPullInterval", func(c *Config) { c.PushPullInterval = -time.Second }},
+		{"TLS", func(c *Config) { c.TLS = &tls.Config{} }},
 	} {
 		cfg := Config{Name: "n0", DataDir: filepath.Join(t.TempDir(), "n0")}
 		tc.set(&cfg)

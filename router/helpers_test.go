@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/singlewriter/singlewriter/internal/faultnet"
+	"github.com/singlewriter/singlewriter/internal/rpc"
 	"github.com/stretchr/testify/require"
 )
 
@@ -302,4 +304,40 @@ func waitQueued(t testing.TB, owner *Node, key []byte, want int) []*job {
 		return nil
 	})
 	return queued
+}
+
+// newCountingPair starts two nodes, each configured by setup, with an
+// "inc" handler that counts its runs, and checks that a call from n0 for a
+// key n1 owns runs once. It returns the cluster, that key and the count.
+func newCountingPair(t *testing.T, setup func(n *Node)) (*testCluster, []byte, *atomic.Int64) {
+	t.Helper()
+	var ran atomic.Int64
+	c := newTestCluster(t, 2, func(n *Node) {
+		setup(n)
+		n.Handle("inc", func(ctx context.Context, req *Request) ([]byte, error) {
+			ran.Add(1)
+			return counter(ctx, req)
+		})
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	key := keyOwnedBy(c.nodes[0], "n1")
+	_, err := c.nodes[0].Call(ctx, key, "inc", nil)
+	require.NoError(t, err, "a call forwarded between the two nodes")
+	require.Equal(t, int64(1), ran.Load())
+	return c, key, &ran
+}
+
+// callAsOutsider sends n an "inc" call for key from a process that greets
+// it with the handshake any node of its cluster sends (its fingerprint is
+// all defaults here, so guessable), over connections opened by dial (nil:
+// plain TCP).
+func callAsOutsider(n *Node, key []byte, dial func(context.Context, string) (net.Conn, error)) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	outsider := rpc.NewClient(rpc.ClientConfig{Hello: rpc.Hello{Cluster: fmt.Sprintf("%+v", n.fingerprint()), Node: "outsider"}, Dial: dial})
+	defer outsider.Close()
+	req := callRequest{ID: newRequestID(time.Now()), Key: key, Method: "inc"}
+	_, err := outsider.Call(ctx, n.server.Addr().String(), msgCall, req.encode())
+	return err
 }

@@ -60,26 +60,8 @@ func TestMessageForANodeIsNotAnsweredByAnother(t *testing.T) {
 // passes the handshake can run handlers and send the ownership protocol's
 // messages.
 func TestRPCFromOutsiderWithoutTheSecretIsRefused(t *testing.T) {
-	var ran atomic.Int64
-	c := newTestCluster(t, 2, func(n *Node) {
-		n.cfg.SecretKey = []byte("0123456789abcdef")
-		n.Handle("inc", func(ctx context.Context, req *Request) ([]byte, error) {
-			ran.Add(1)
-			return counter(ctx, req)
-		})
-	})
-	n0, n1 := c.nodes[0], c.nodes[1]
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	key := keyOwnedBy(n0, "n1")
-	_, err := n0.Call(ctx, key, "inc", nil)
-	require.NoError(t, err, "a call forwarded between two nodes with the key")
-	require.Equal(t, int64(1), ran.Load())
-
-	outsider := rpc.NewClient(rpc.ClientConfig{Hello: rpc.Hello{Cluster: fmt.Sprintf("%+v", n1.fingerprint()), Node: "outsider"}})
-	t.Cleanup(func() { require.NoError(t, outsider.Close()) })
-	req := callRequest{ID: newRequestID(time.Now()), Key: key, Method: "inc"}
-	_, err = outsider.Call(ctx, n1.server.Addr().String(), msgCall, req.encode())
+	c, key, ran := newCountingPair(t, func(n *Node) { n.cfg.SecretKey = []byte("0123456789abcdef") })
+	err := callAsOutsider(c.nodes[1], key, nil)
 	require.ErrorIs(t, err, rpc.ErrRefused)
 	require.Equal(t, int64(1), ran.Load(), "the outsider's call ran")
 }

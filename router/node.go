@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -183,6 +184,9 @@ func (n *Node) start(ctx context.Context) error {
 	if n.cfg.Network != nil {
 		ccfg.Dial = n.cfg.Network.Dial
 	}
+	if n.cfg.TLS != nil {
+		ccfg.Dial = dialTLS(ccfg.Dial, n.cfg.TLS)
+	}
 	n.client = rpc.NewClient(ccfg)
 	host, portStr, _ := net.SplitHostPort(n.cfg.GossipAddr)
 	port, err := strconv.Atoi(portStr)
@@ -274,13 +278,21 @@ func (n *Node) dropDeparted() {
 	}
 }
 
-// listen opens the RPC listener, on Config.Network if set.
+// listen opens the RPC listener, on Config.Network if set, serving TLS
+// if Config.TLS is set.
 func (n *Node) listen(ctx context.Context) (net.Listener, error) {
+	var ln net.Listener
+	var err error
 	if n.cfg.Network != nil {
-		return n.cfg.Network.Listen(ctx, n.cfg.RPCAddr)
+		ln, err = n.cfg.Network.Listen(ctx, n.cfg.RPCAddr)
+	} else {
+		var lc net.ListenConfig
+		ln, err = lc.Listen(ctx, "tcp", n.cfg.RPCAddr)
 	}
-	var lc net.ListenConfig
-	return lc.Listen(ctx, "tcp", n.cfg.RPCAddr)
+	if err != nil || n.cfg.TLS == nil {
+		return ln, err
+	}
+	return tls.NewListener(ln, n.cfg.TLS), nil
 }
 
 // Name returns the node's name.
