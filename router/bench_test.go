@@ -9,9 +9,15 @@ import (
 
 // benchmarkCalls runs b.N increments through entry with the given number
 // of concurrent callers, on one hot key or on a key per caller, on a
-// cluster of max(2, rf) nodes with replication factor rf.
-func benchmarkCalls(b *testing.B, rf int, forwarded bool, callers int, hotKey bool) {
-	c := newReplicatedCluster(b, max(2, rf), rf, func(n *Node) { n.Handle("inc", counter) })
+// cluster of max(2, rf) nodes with replication factor rf, each node
+// configured by setup if it is not nil.
+func benchmarkCalls(b *testing.B, rf int, forwarded bool, callers int, hotKey bool, setup func(n *Node)) {
+	c := newReplicatedCluster(b, max(2, rf), rf, func(n *Node) {
+		if setup != nil {
+			setup(n)
+		}
+		n.Handle("inc", counter)
+	})
 	entry, target := c.nodes[0], c.nodes[0].Name()
 	if forwarded {
 		target = c.nodes[1].Name()
@@ -65,9 +71,21 @@ func BenchmarkCall(b *testing.B) {
 					if hot {
 						name += "/hotkey"
 					}
-					b.Run(name, func(b *testing.B) { benchmarkCalls(b, rf, forwarded, callers, hot) })
+					b.Run(name, func(b *testing.B) { benchmarkCalls(b, rf, forwarded, callers, hot, nil) })
 				}
 			}
 		}
+	}
+}
+
+// BenchmarkCallOverTLS is BenchmarkCall's forwarded calls with replication
+// factor 1 on RPC connections of mutual TLS (Config.TLS): what TLS costs a
+// forwarded call.
+func BenchmarkCallOverTLS(b *testing.B) {
+	ca := newTestCA(b, "cluster")
+	for _, callers := range []int{1, 64} {
+		b.Run(fmt.Sprintf("rf=1/forwarded/callers=%d", callers), func(b *testing.B) {
+			benchmarkCalls(b, 1, true, callers, false, func(n *Node) { n.cfg.TLS = mutualTLS(b, ca, ca) })
+		})
 	}
 }

@@ -22,7 +22,7 @@ type testCA struct {
 	pool *x509.CertPool
 }
 
-func newTestCA(t *testing.T, name string) *testCA {
+func newTestCA(t testing.TB, name string) *testCA {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
@@ -42,7 +42,7 @@ func newTestCA(t *testing.T, name string) *testCA {
 
 // leaf returns a certificate for 127.0.0.1 signed by ca, good for both
 // ends of a connection.
-func (ca *testCA) leaf(t *testing.T) tls.Certificate {
+func (ca *testCA) leaf(t testing.TB) tls.Certificate {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
@@ -60,7 +60,7 @@ func (ca *testCA) leaf(t *testing.T) tls.Certificate {
 
 // mutualTLS is a node's configuration with a certificate from own,
 // trusting peers whose certificates trusted signed, both ways.
-func mutualTLS(t *testing.T, own, trusted *testCA) *tls.Config {
+func mutualTLS(t testing.TB, own, trusted *testCA) *tls.Config {
 	return &tls.Config{
 		Certificates: []tls.Certificate{own.leaf(t)},
 		RootCAs:      trusted.pool,
