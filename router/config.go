@@ -114,11 +114,15 @@ type Config struct {
 	// GetConfigForClient) and the pool that verifies its peers' (RootCAs);
 	// for mutual authentication, which keeps out whoever has no
 	// certificate of the cluster, set ClientCAs and ClientAuth
-	// (tls.RequireAndVerifyClientCert) too. A dial verifies the peer's
-	// certificate against ServerName or, when that is empty, the host of
-	// the peer's RPC address (an IP address then needs an IP SAN). Gossip
-	// does not use it: encrypt gossip with SecretKey. New keeps a copy.
-	// Nil means plain TCP. Every node must use TLS or none.
+	// (tls.RequireAndVerifyClientCert) too, with a certificate the dials
+	// present (Certificates or GetClientCertificate). Peers dial the IP
+	// address and port the node's RPC listener bound (a host name in
+	// RPCAddr is resolved), and a dial verifies the peer's certificate
+	// against ServerName or, when that is empty, that IP: give every
+	// node's certificate an IP SAN of its address, or every node one
+	// shared name in its certificate and in ServerName. Gossip does not
+	// use it: encrypt gossip with SecretKey. New keeps a copy. Nil means
+	// plain TCP. Every node must use TLS or none.
 	TLS *tls.Config
 	// SettleTime is how long the membership view must be stable before the
 	// node acquires partitions. Zero means 300ms.

@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -292,7 +291,7 @@ func (n *Node) listen(ctx context.Context) (net.Listener, error) {
 	if err != nil || n.cfg.TLS == nil {
 		return ln, err
 	}
-	return tls.NewListener(ln, n.cfg.TLS), nil
+	return tlsListener{ln, n.cfg.TLS}, nil
 }
 
 // Name returns the node's name.

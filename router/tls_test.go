@@ -1,6 +1,7 @@
 package router
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -9,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"math/big"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,4 +85,90 @@ func TestRPCOverTLSRefusesPeersWithoutTheClustersCertificate(t *testing.T) {
 	require.Equal(t, int64(1), ran.Load(), "an outsider's call ran")
 	require.NoError(t, callAsOutsider(n1, key, dialTLS(nil, mutualTLS(t, cluster, cluster))), "a certificate of the cluster's CA")
 	require.Equal(t, int64(2), ran.Load())
+}
+
+// TestDialRefusesAPeerWhoseCertificateTheClusterDidNotSign checks the
+// other direction: a node's dial verifies the certificate of the server it
+// reaches.
+func TestDialRefusesAPeerWhoseCertificateTheClusterDidNotSign(t *testing.T) {
+	cluster, other := newTestCA(t, "cluster"), newTestCA(t, "other")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		nc, err := tlsListener{ln, mutualTLS(t, other, cluster)}.Accept()
+		if err == nil {
+			_ = nc.(tlsConn).Handshake()
+			nc.Close()
+		}
+	}()
+	_, err = dialTLS(nil, mutualTLS(t, cluster, cluster))(context.Background(), ln.Addr().String())
+	var unknown x509.UnknownAuthorityError
+	require.ErrorAs(t, err, &unknown)
+}
+
+// writeCounter counts the bytes written through it.
+type writeCounter struct {
+	net.Conn
+	n atomic.Int64
+}
+
+func (c *writeCounter) Write(b []byte) (int, error) {
+	c.n.Add(int64(len(b)))
+	return c.Conn.Write(b)
+}
+
+// TestClosingATLSLinkSendsNothing checks that closing a TLS connection
+// sends no close_notify alert, whose write waits up to 5 s when the peer
+// stopped reading and the socket's buffer is full: a link's close must not
+// hold a node's Close, or the drop of a frozen peer, that long.
+func TestClosingATLSLinkSendsNothing(t *testing.T) {
+	ca := newTestCA(t, "cluster")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		nc, err := tlsListener{ln, mutualTLS(t, ca, ca)}.Accept()
+		if err == nil {
+			_ = nc.(tlsConn).Handshake()
+			accepted <- nc
+		}
+	}()
+	var counter *writeCounter
+	dial := dialTLS(func(ctx context.Context, addr string) (net.Conn, error) {
+		nc, err := net.Dial("tcp", addr)
+		counter = &writeCounter{Conn: nc}
+		return counter, err
+	}, mutualTLS(t, ca, ca))
+	c, err := dial(context.Background(), ln.Addr().String())
+	require.NoError(t, err)
+	defer (<-accepted).Close()
+	written := counter.n.Load()
+	require.NoError(t, c.Close())
+	require.Equal(t, written, counter.n.Load(), "Close wrote to the peer")
+}
+
+// TestNewKeepsACopyOfAWorkableTLSConfig checks New's handling of
+// Config.TLS: a configuration that can serve and dial is kept as a copy,
+// and one that requires client certificates without one to present is
+// refused (its dials would all fail).
+func TestNewKeepsACopyOfAWorkableTLSConfig(t *testing.T) {
+	ca := newTestCA(t, "cluster")
+	conf := mutualTLS(t, ca, ca)
+	n, err := New(Config{Name: "n0", DataDir: t.TempDir(), TLS: conf})
+	require.NoError(t, err)
+	defer n.Close()
+	require.False(t, conf == n.cfg.TLS, "New kept the caller's *tls.Config, which the caller may change")
+	require.Equal(t, conf.Certificates, n.cfg.TLS.Certificates)
+
+	serverOnly := conf.Clone()
+	serverOnly.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &conf.Certificates[0], nil }
+	serverOnly.Certificates = nil
+	_, err = New(Config{Name: "n1", DataDir: t.TempDir(), TLS: serverOnly})
+	require.ErrorContains(t, err, "Config.TLS requires client certificates")
+	serverOnly.ClientAuth = tls.NoClientCert
+	n1, err := New(Config{Name: "n1", DataDir: t.TempDir(), TLS: serverOnly})
+	require.NoError(t, err, "a server-only certificate where no client certificate is required")
+	n1.Close()
 }
