@@ -90,7 +90,8 @@ type ClientConfig struct {
 	// Accept decides whether to talk to a server, given its Hello; an error
 	// fails the call with ErrRefused. Nil accepts every server.
 	Accept func(Hello) error
-	// DialTimeout bounds the TCP dial plus the handshake. Zero means 1s.
+	// DialTimeout bounds Dial (with TLS, its handshake too) plus this
+	// package's handshake. Zero means 1s.
 	DialTimeout time.Duration
 	// WriteTimeout bounds how long a write to a connection may make no
 	// progress: each piece of up to 32 KiB gets between half of it and
@@ -99,9 +100,9 @@ type ClientConfig struct {
 	// most that long before it is dropped and the calls on it fail with
 	// ErrConnClosed (the next call dials again). Zero means 10s.
 	WriteTimeout time.Duration
-	// Dial opens the TCP connection to addr; ctx carries DialTimeout and is
-	// cancelled by Close. Nil means a net.Dialer. Tests set it to cut, delay
-	// and drop links.
+	// Dial opens the connection to addr (TCP, or TLS over it); ctx
+	// carries DialTimeout and is cancelled by Close. Nil means a
+	// net.Dialer. Tests set it to cut, delay and drop links.
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
 	// MaxFrame is the largest frame sent or read, in bytes, header included;
 	// the handshake tells it to the server, which sends nothing larger. A

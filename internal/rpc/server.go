@@ -22,7 +22,8 @@ const (
 )
 
 // maxHandshakes bounds the connections in their handshake at once. Each
-// holds a goroutine and its buffers (about 74 KiB) until it proves itself
+// holds a goroutine and its buffers (about 74 KiB, more with TLS's record
+// buffers) until it proves itself
 // or HandshakeTimeout ends it; beyond the bound the oldest is closed, so a
 // flood of silent or slow connections costs a few MiB, not memory without
 // limit, and a peer's handshake (one round trip) still gets through idle
