@@ -42,9 +42,11 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // goroutine uses it (and Open, before the committer starts).
 //
 // The file is reused: after a flush the next frame is written at offset 0
-// again, over the frames the flush made obsolete. What follows the last
-// valid frame is zeros or stale frames of earlier rounds; replay tells them
-// apart by the sequence numbers in the payloads (see scanWAL).
+// again, over the frames the flush made obsolete. Every write ends the log
+// with a zero header, in the same write as its record; after it come zeros
+// or the bytes of earlier rounds. Replay stops at the header, and also at a
+// frame whose sequence number does not follow (see scanWAL), which is what
+// a write torn before its header reached the disk leaves.
 //
 // Why a reused, preallocated file: measured here (ext4 on a virtio disk,
 // 200-byte records, one fdatasync each, 1 MiB growth chunks), writing
@@ -80,7 +82,8 @@ type wal struct {
 	// off is where the next frame is written.
 	// Invariant: off <= size.
 	off int64
-	// size is the file's length; [off, size) holds zeros or stale frames.
+	// size is the file's length; [off, size) holds a zero header (once
+	// a record is written), then zeros or the bytes of earlier rounds.
 	size int64
 }
 
@@ -190,11 +193,11 @@ func sealFrame(frame []byte) {
 // log and syncs it (unless noSync). When it returns nil the record is
 // durable. On error the log's tail is unknown: the caller must stop using
 // the log (the store is poisoned); a best-effort zero header marks the end
-// again.
+// again. It may use rec's spare capacity.
 func (w *wal) append(rec []byte) error {
 	end := w.off + int64(len(rec))
-	if end > w.size {
-		if err := w.grow(end); err != nil {
+	if end+walHeader > w.size {
+		if err := w.grow(end + walHeader); err != nil {
 			return w.fail(err)
 		}
 	}
@@ -212,18 +215,22 @@ func (w *wal) append(rec []byte) error {
 // tail is the length of the log's bytes before off in off's block.
 func (w *wal) tail() int { return int(w.off & (walBlock - 1)) }
 
-// write writes b at off, durably unless noSync, without moving off. A
-// direct write starts at off's block with the tail and ends with zeros at
-// a block boundary, which the file's size always is.
+// write writes b at off, followed by a zero header that ends the log there,
+// durably unless noSync, without moving off. The header is what keeps
+// replay from reading on into the bytes of an earlier round: they can hold
+// anything a client wrote, well-formed frames included. A buffered write
+// appends the header to b (in its spare capacity if it has some). A direct
+// write starts at off's block with the tail and ends with zeros at a block
+// boundary, which the file's size always is.
 func (w *wal) write(b []byte) error {
 	if w.direct == nil {
-		if _, err := w.f.WriteAt(b, w.off); err != nil || w.noSync {
+		if _, err := w.f.WriteAt(append(b, make([]byte, walHeader)...), w.off); err != nil || w.noSync {
 			return err
 		}
 		return fdatasync(w.f)
 	}
 	tail := w.tail()
-	n := (tail + len(b) + walBlock - 1) &^ (walBlock - 1)
+	n := (tail + len(b) + walHeader + walBlock - 1) &^ (walBlock - 1)
 	if len(w.buf) < n {
 		buf := alignedBlocks(n)
 		copy(buf, w.buf[:tail])
@@ -247,7 +254,7 @@ func alignedBlocks(n int) []byte {
 // whose write or sync failed (and was reported failed) is not replayed,
 // and returns err naming the file.
 func (w *wal) fail(err error) error {
-	_ = w.write(make([]byte, walHeader))
+	_ = w.write(nil)
 	return fmt.Errorf("store: write %s: %w", w.path, err)
 }
 
@@ -272,10 +279,10 @@ func (w *wal) close() error {
 // end of the valid log: a zero length, a frame running past the end of
 // data or failing its checksum (a torn write, never acknowledged: a record
 // is acknowledged only once durable), or a frame whose sequence does
-// not follow the previous one's (a stale frame of an earlier round: every
-// round starts at offset 0 with the sequence after the last applied one,
-// so a stale frame's sequence is always lower). end is the offset where the
-// valid log ends.
+// not follow the previous one's (a stale frame of an earlier round, after
+// a write whose zero header was torn off: every round starts at offset 0
+// with the sequence after the last applied one, so a stale frame's
+// sequence is always lower). end is the offset where the valid log ends.
 //
 // It fails with ErrCorrupt when a frame passes its checksum but does not
 // decode: that cannot result from a crash.

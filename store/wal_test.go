@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -465,6 +466,52 @@ func TestDirectWALHoldsEveryRecordAcrossBlocks(t *testing.T) {
 	}
 }
 
+// A client's value is stored in the log verbatim, so the bytes of an
+// earlier round after the log's end can hold anything, a well-formed frame
+// included. Every write ends the log with a zero header, so that replay
+// never reads past the last record: here round 2's log ends on the block
+// boundary where round 1 left a frame inside a value, one with the next
+// sequence number (which replay would apply, bypassing every fence) or one
+// that does not decode (which would fail every Open with ErrCorrupt).
+func TestReplayStopsAtTheLogsEndBeforeAFrameHiddenInAStaleValue(t *testing.T) {
+	undecodable := make([]byte, walHeader+3)
+	copy(undecodable[walHeader:], "bad")
+	sealFrame(undecodable)
+	for _, direct := range []bool{false, true} {
+		for name, frame := range map[string][]byte{"next record": walRecordOf(3, nil), "undecodable frame": undecodable} {
+			t.Run(fmt.Sprintf("%s, direct %v", name, direct), func(t *testing.T) {
+				dir := t.TempDir()
+				w, _, err := openWAL(dir, 0, !direct)
+				require.NoError(t, err)
+				defer w.close()
+				if direct {
+					require.NoError(t, w.useDirect())
+					requireDirect(t, w, dir)
+				}
+				value := bytes.Repeat([]byte{0xaa}, 3*walBlock)
+				start := bytes.Index(walRecordOf(1, value), value)
+				copy(value[walBlock-start:], frame)
+				require.NoError(t, w.append(walRecordOf(1, value)))
+				w.reset()
+
+				n := walBlock - 64
+				for len(walRecordOf(2, make([]byte, n))) < walBlock {
+					n++
+				}
+				require.NoError(t, w.append(walRecordOf(2, make([]byte, n))))
+				require.EqualValues(t, walBlock, w.off, "round 2 ends on a block boundary")
+
+				data, err := os.ReadFile(filepath.Join(dir, walFileName(0)))
+				require.NoError(t, err)
+				groups, end, err := scanWAL(data, 1)
+				require.NoError(t, err)
+				require.Equal(t, []uint64{2}, seqsOf(groups))
+				require.Equal(t, walBlock, end)
+			})
+		}
+	}
+}
+
 // requireDirect skips the test where the file system of dir refuses
 // direct writes, and fails it if w does not use them although it allows
 // them.
@@ -485,9 +532,13 @@ func requireDirect(t *testing.T, w *wal, dir string) {
 }
 
 // walRecord returns a framed WAL record of sequence seq.
-func walRecord(seq uint64) []byte {
+func walRecord(seq uint64) []byte { return walRecordOf(seq, []byte("v")) }
+
+// walRecordOf returns a framed WAL record of sequence seq that writes
+// value to one key.
+func walRecordOf(seq uint64, value []byte) []byte {
 	return appendRecord(nil, walGroup{seq: seq, batches: []walBatch{{partition: 1, epoch: 1, lsn: seq,
-		writes: []KV{{Key: []byte("k"), Value: []byte("v")}}}}})
+		writes: []KV{{Key: []byte("k"), Value: value}}}}})
 }
 
 // FuzzScanWAL feeds arbitrary bytes to the WAL scanner: it must never
