@@ -170,20 +170,100 @@ func TestRepeatWhileTheFirstCommitIsPendingGetsItsOwnCopy(t *testing.T) {
 	require.ErrorIs(t, err, ErrRequestIDReused, "a repeat with another payload got the pending call's response")
 }
 
+// A repeat that finds the first call's commit pending answers with a copy
+// of the response the commit stores, never with the buffer the first call's
+// caller gets, which that caller may change at once (here it clears it). The
+// repeat queues behind the first call, so that
+// it runs as soon as the first call's commit is submitted, mostly before
+// that commit ends; 20 rounds make it all but certain that some do.
+func TestRepeatOfAPendingCallSharesNoBufferWithItsCaller(t *testing.T) {
+	h := &countingInc{started: make(chan struct{}), proceed: make(chan struct{})}
+	c := newReplicatedCluster(t, 1, 1, func(n *Node) { n.Handle("inc", h.handle) })
+	n := c.nodes[0]
+	key := []byte("account-f")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 20 {
+		id := RequestID(fmt.Appendf(nil, "transfer-%d", i))
+		h.hold.Store(true)
+		first := make(chan callResult, 1)
+		go func() { body, err := n.Call(ctx, key, "inc", nil, id); first <- callResult{body, err} }()
+		<-h.started
+		h.hold.Store(false)
+		repeat := make(chan callResult, 1)
+		go func() { body, err := n.Call(ctx, key, "inc", nil, id); repeat <- callResult{body, err} }()
+		waitQueued(t, n, key, 1)
+		h.proceed <- struct{}{}
+		f := <-first
+		require.NoError(t, f.err)
+		want := bytes.Clone(f.body)
+		clear(f.body) // the caller's own buffer
+		r := <-repeat
+		require.NoError(t, r.err)
+		require.Equal(t, want, r.body)
+	}
+	require.Equal(t, int64(20), h.runs.Load(), "a repeat ran")
+}
+
 // A call that reuses the request ID of a call whose commit is pending
 // waits for it: had it been refused at once, and had that commit then
 // failed, nothing of the first call would be kept and the ID would have
-// been refused for no call. Once the commit fails (staged as in the test
-// above, here undecided at first, and ended as submit ends it), the reused
-// ID is asked again, and runs. The key's FIFO orders it: the reused-ID
-// call queues behind a held call, a third call behind it, and the third
-// one's answer shows that the reused-ID call's run has found the pending
-// commit.
+// been refused for no call. Once the commit fails, the reused ID is asked
+// again, and runs.
 func TestReusedIDOfACallWhoseCommitFailsRunsAfterIt(t *testing.T) {
 	h := &countingInc{started: make(chan struct{}), proceed: make(chan struct{})}
 	c := newReplicatedCluster(t, 1, 1, func(n *Node) { n.Handle("inc", h.handle) })
 	n := c.nodes[0]
 	key, id := []byte("account-d"), []byte("transfer-46")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	reused, fail := callBehindPendingCommit(t, n, h, key, id, func() ([]byte, error) {
+		return n.Call(ctx, key, "inc", []byte("another payload"), RequestID(id))
+	})
+	fail(fmt.Errorf("commit refused: %w", epoch.ErrStale))
+	r := <-reused
+	require.NoError(t, r.err, "the reused ID was refused, or failed with the first call's outcome")
+	require.Equal(t, int64(3), h.runs.Load())
+}
+
+// A repeat that finds its call's commit pending, and sees it fenced, is
+// asked again instead of answered ErrStaleEpoch, which says "nothing was
+// written": another attempt of the same call may have been written since,
+// at the owner the caller's retry reached while this one was pending. Here
+// that attempt's record is stored, and the repeat gets its response.
+func TestRepeatOfAFencedPendingCommitGetsTheStoredResponse(t *testing.T) {
+	h := &countingInc{started: make(chan struct{}), proceed: make(chan struct{})}
+	c := newReplicatedCluster(t, 1, 1, func(n *Node) { n.Handle("inc", h.handle) })
+	n := c.nodes[0]
+	key, id := []byte("account-e"), []byte("transfer-47")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first, err := n.Call(ctx, key, "inc", nil, RequestID(id))
+	require.NoError(t, err)
+	repeat, fail := callBehindPendingCommit(t, n, h, key, id, func() ([]byte, error) {
+		return n.Call(ctx, key, "inc", nil, RequestID(id))
+	})
+	fail(fmt.Errorf("commit refused: %w", epoch.ErrStale))
+	r := <-repeat
+	require.NoError(t, r.err, "a repeat was told that nothing of its call was written")
+	require.Equal(t, first, r.body)
+	require.Equal(t, int64(3), h.runs.Load(), "the repeat ran")
+}
+
+// callResult is one Call's outcome.
+type callResult struct {
+	body []byte
+	err  error
+}
+
+// callBehindPendingCommit stages, in n's executor, a pending commit of an
+// "inc" call on key with request ID id, and sends call once that commit is
+// pending. The key's FIFO orders it: call queues behind a call h holds, a
+// third call behind it, and the third one's answer shows that call's run
+// has found the pending commit. It returns call's outcome and fail, which
+// ends the pending commit with err as submit ends a failed one.
+func callBehindPendingCommit(t *testing.T, n *Node, h *countingInc, key, id []byte, call func() ([]byte, error)) (<-chan callResult, func(err error)) {
+	t.Helper()
 	name := string(dedupID(callRequest{ID: id, Key: key}))
 	pr := &pendingResponse{digest: callDigest(callRequest{Method: "inc"}), done: make(chan struct{})}
 	pe := n.exec.parts[n.Partition(key)]
@@ -192,39 +272,28 @@ func TestReusedIDOfACallWhoseCommitFailsRunsAfterIt(t *testing.T) {
 	pe.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	queued := func(want int) func() error {
-		return func() error {
-			pe.mu.Lock()
-			defer pe.mu.Unlock()
-			if got := len(pe.queues[string(key)]); got != want {
-				return fmt.Errorf("%d calls queued on the key, want %d", got, want)
-			}
-			return nil
-		}
-	}
 
 	h.hold.Store(true)
 	held := make(chan error, 1)
 	go func() { _, err := n.Call(ctx, key, "inc", nil); held <- err }()
 	<-h.started
 	h.hold.Store(false)
-	reused := make(chan error, 1)
-	go func() { _, err := n.Call(ctx, key, "inc", []byte("another payload"), RequestID(id)); reused <- err }()
-	waitFor(t, 5*time.Second, queued(1))
+	result := make(chan callResult, 1)
+	go func() { body, err := call(); result <- callResult{body, err} }()
+	waitQueued(t, n, key, 1)
 	third := make(chan error, 1)
 	go func() { _, err := n.Call(ctx, key, "inc", nil); third <- err }()
-	waitFor(t, 5*time.Second, queued(2))
+	waitQueued(t, n, key, 2)
 	close(h.proceed)
 	require.NoError(t, <-held)
 	require.NoError(t, <-third)
-
-	pe.mu.Lock()
-	delete(pe.responses, name)
-	pe.mu.Unlock()
-	pr.err = fmt.Errorf("commit refused: %w", epoch.ErrStale)
-	close(pr.done)
-	require.NoError(t, <-reused, "the reused ID was refused, or failed with the first call's outcome")
-	require.Equal(t, int64(3), h.runs.Load())
+	return result, func(err error) {
+		pe.mu.Lock()
+		delete(pe.responses, name)
+		pe.mu.Unlock()
+		pr.err = err
+		close(pr.done)
+	}
 }
 
 // A request ID names one call: reused on the same key for another payload

@@ -232,8 +232,10 @@ func (pe *partExec) run(n *Node, j *job) {
 // must succeed, and a stored record is acted on only after confirm (a
 // record this node committed without a majority, or holds as a deposed
 // owner, fails it). Otherwise j is answered statusUnavailable, and Call
-// asks again; only a repeat of the same call gets a failed commit's own
-// outcome.
+// asks again. Not even a repeat of the same call gets a failed commit's
+// own outcome: a fenced one says "nothing was written", but another
+// attempt of the call may have been written since, at the owner the
+// caller's retry reached while this one was pending.
 func (pe *partExec) answerRepeat(n *Node, j *job, lease owner.Lease, id []byte, digest uint64) bool {
 	pe.mu.Lock()
 	pr := pe.responses[string(id)]
@@ -245,15 +247,15 @@ func (pe *partExec) answerRepeat(n *Node, j *job, lease owner.Lease, id []byte, 
 			<-pr.done
 			lease.Release()
 			switch {
-			case pr.digest == digest:
-				// A copy: the first call's caller owns pr.body.
-				n.exec.answer(j, committed(bytes.Clone(pr.body), pr.err))
-			case pr.err == nil:
-				n.exec.answer(j, reusedID(j))
-			default:
-				// Asked again, j runs if nothing of the first call
-				// was kept.
+			case pr.err != nil:
+				// Asked again, j finds the call's record, or runs if
+				// nothing of the call was kept.
 				n.exec.answer(j, unavailable(pr.err))
+			case pr.digest == digest:
+				// A copy: every repeat owns its answer.
+				n.exec.answer(j, committed(bytes.Clone(pr.body), nil))
+			default:
+				n.exec.answer(j, reusedID(j))
 			}
 		}()
 		return true
@@ -317,7 +319,10 @@ func (pe *partExec) submit(n *Node, j *job, lease owner.Lease, dedup []byte, dig
 	}
 	key, id := string(j.req.Key), string(dedup)
 	var w *pendingWrite
-	pr := &pendingResponse{body: body, digest: digest, done: make(chan struct{})}
+	// Not body, which the call's caller gets and may change while a repeat
+	// copies pr.body.
+	_, stored, _ := splitDedupRecord(b.Response)
+	pr := &pendingResponse{body: stored, digest: digest, done: make(chan struct{})}
 	pe.mu.Lock()
 	if st.changed {
 		w = &pendingWrite{value: st.value, epoch: lease.Epoch}
