@@ -46,7 +46,7 @@ func RequestID(id []byte) CallOption {
 // in time), ErrUnknownMethod, ErrHandler, ErrStaleEpoch (replication factor
 // 1 only: the handler ran but the partition moved on before its commit:
 // nothing was written), ErrOverloaded, ErrRequestIDReused, ErrPayloadTooLarge,
-// ErrResultTooLarge, ErrEmptyKey, ErrKeyTooLarge or ErrClosed; or, with
+// ErrResultTooLarge, ErrEmptyKey, ErrKeyTooLarge, ErrCallCycle or ErrClosed; or, with
 // nothing written and no retry, an error naming a write the owner's store
 // refuses (a node whose limits differ from this one's).
 func (n *Node) Call(ctx context.Context, key []byte, method string, payload []byte, opts ...CallOption) ([]byte, error) {
@@ -65,6 +65,8 @@ func (n *Node) Call(ctx context.Context, key []byte, method string, payload []by
 		return nil, fmt.Errorf("router: request ID of %d bytes, limit 64", len(o.id))
 	case n.ctx.Err() != nil || !n.ready.Load():
 		return nil, ErrClosed
+	case calledBack(ctx, n, key):
+		return nil, fmt.Errorf("%w: key %q", ErrCallCycle, key)
 	}
 	if len(o.id) == 0 {
 		o.id = newRequestID(time.Now())

@@ -39,6 +39,14 @@ var (
 	// with another method or payload, which committed and whose record is
 	// still kept (see Config.DedupRetention): this call did not run.
 	ErrRequestIDReused = errors.New("router: request ID reused for another call")
+	// ErrCallCycle is returned by Call, before anything is sent, when its
+	// ctx is, or derives from, the ctx of a handler running for the same
+	// key on this node, or of a handler nested in one (run by a Call on
+	// this node from such a handler, with its ctx): the call would wait
+	// behind the handler that waits for it. A cycle through another node
+	// is not detected (ctx values do not travel): its calls wait until
+	// their deadline.
+	ErrCallCycle = errors.New("router: a handler called a key whose handler waits for it")
 	// ErrEmptyKey is returned by Call for an empty key.
 	ErrEmptyKey = errors.New("router: empty key")
 	// ErrKeyTooLarge is returned by Call, before anything is sent, for a
@@ -50,7 +58,8 @@ var (
 	// what the node last knew.
 	ErrClosed = errors.New("router: node closed")
 	// ErrHandler is wrapped by Call's error when the handler returned an
-	// error: the call ran and wrote nothing. The message is the handler's.
+	// error: the call ran and wrote nothing. The message is the handler's,
+	// cut after its first 4 KiB.
 	ErrHandler = errors.New("router: handler failed")
 	// ErrNotOwner is matched by a call that reached a node that does not
 	// serve the key; Call retries those itself until ctx ends.

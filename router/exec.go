@@ -204,16 +204,16 @@ func (pe *partExec) run(n *Node, j *job) {
 			// The handler ended this goroutine (runtime.Goexit): its call
 			// fails, and a new worker takes the rest of the key's queue.
 			lease.Release()
-			n.exec.answer(j, callResponse{Status: statusHandlerError, Body: []byte("the handler ended its goroutine (runtime.Goexit)")})
+			n.exec.answer(j, handlerFailed(errors.New("the handler ended its goroutine (runtime.Goexit)")))
 			n.wg.Add(1)
 			go pe.work(n, string(j.req.Key))
 		}
 	}()
-	body, err := callHandler(j.ctx, j.h, req)
+	body, err := callHandler(handlerContext(j.ctx, n, j.req.Key), j.h, req)
 	returned = true
 	if err != nil {
 		lease.Release()
-		n.exec.answer(j, callResponse{Status: statusHandlerError, Body: []byte(err.Error())})
+		n.exec.answer(j, handlerFailed(err))
 		return
 	}
 	if size := len(body) + len(st.value); size > n.cfg.MaxPayload {
@@ -444,16 +444,6 @@ func confirm(n *Node, lease owner.Lease) error {
 	c := n.owner.Submit(lease, &store.Batch{Partition: lease.P})
 	<-c.Done()
 	return c.Err()
-}
-
-// callHandler runs h, turning a panic into an error.
-func callHandler(ctx context.Context, h Handler, req *Request) (body []byte, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("handler panicked: %v", r)
-		}
-	}()
-	return h(ctx, req)
 }
 
 // committed maps a commit's outcome to a call response.

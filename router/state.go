@@ -20,6 +20,11 @@ import (
 // cancels its own or the connection from that node drops. Either way ctx
 // ends when the node closes, and a call whose ctx ends
 // while it waits behind its key's earlier calls does not run.
+//
+// A handler may Call other keys, with ctx: a Call of its own key, which
+// would wait behind the handler itself, fails with ErrCallCycle. It must
+// not Close its node or Leave the cluster: both wait for every running
+// handler, its own included, and would never return.
 type Handler func(ctx context.Context, req *Request) ([]byte, error)
 
 // Request is one call as its handler sees it.

@@ -1,0 +1,74 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A handler's error can be larger than a message between nodes; its call,
+// forwarded, must still fail with ErrHandler after one run, its text cut,
+// not have its response's send fail and be retried, running the handler
+// again, until its deadline.
+func TestHandlerErrorLargerThanAMessageFailsTheForwardedCallOnce(t *testing.T) {
+	var runs atomic.Int64
+	huge := "x" + strings.Repeat("é", 1<<20) // 2 MiB, two bytes a character: a character starts at every odd byte
+	c := newTestCluster(t, 2, func(n *Node) {
+		n.Handle("fail", func(context.Context, *Request) ([]byte, error) {
+			runs.Add(1)
+			return nil, errors.New(huge)
+		})
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := c.nodes[0].Call(ctx, keyOwnedBy(c.nodes[0], "n1"), "fail", nil)
+	require.ErrorIs(t, err, ErrHandler)
+	require.Equal(t, int64(1), runs.Load())
+	require.Less(t, len(err.Error()), maxHandlerError+100)
+	require.Contains(t, err.Error(), huge[:maxHandlerError-1])
+	require.True(t, utf8.ValidString(err.Error()), "the text was cut inside a character")
+}
+
+// A handler that calls its own key with its ctx, directly or through the
+// handler of another key, fails at once with ErrCallCycle: that call would
+// wait behind the handler waiting for it, until its deadline. A handler
+// calling another key is no cycle.
+func TestHandlerCallingItsOwnKeyFailsAtOnce(t *testing.T) {
+	var n *Node
+	c := newReplicatedCluster(t, 1, 1, func(node *Node) {
+		node.Handle("inc", counter)
+		// call calls the key in its payload, or its own key, with method
+		// inc, or with method call on the key after the "/".
+		node.Handle("call", func(ctx context.Context, req *Request) ([]byte, error) {
+			target, next, nested := strings.Cut(string(req.Payload), "/")
+			if target == "" {
+				target = string(req.Key)
+			}
+			if nested {
+				return n.Call(ctx, []byte(target), "call", []byte(next))
+			}
+			return n.Call(ctx, []byte(target), "inc", nil)
+		})
+	})
+	n = c.nodes[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	// The handler's Call fails, and so does the handler, with its text.
+	_, err := n.Call(ctx, []byte("a"), "call", nil)
+	require.ErrorIs(t, err, ErrHandler)
+	require.ErrorContains(t, err, ErrCallCycle.Error(), "its own key")
+	_, err = n.Call(ctx, []byte("a"), "call", []byte("b/a"))
+	require.ErrorContains(t, err, ErrCallCycle.Error(), "its own key through b's handler")
+	require.NoError(t, ctx.Err(), "a cycle waited for the deadline")
+
+	v, err := n.Call(ctx, []byte("a"), "call", []byte("b/c"))
+	require.NoError(t, err, "a to b to c is no cycle")
+	require.Equal(t, []byte{0, 0, 0, 0, 0, 0, 0, 1}, v)
+}
