@@ -54,7 +54,8 @@ type State struct {
 	value   []byte
 }
 
-// Get returns the key's value and whether it exists.
+// Get returns the key's value and whether it exists. After Put, the value
+// is the one the call will write: changing it changes the write.
 func (s *State) Get() ([]byte, bool) {
 	if s.changed {
 		return s.value, s.value != nil
