@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -51,7 +52,7 @@ func TestKill9LosesNoAcknowledgedBatch(t *testing.T) {
 			require.GreaterOrEqual(t, m.Position.LSN, acked[p], "round %d partition %d: an acknowledged batch was lost", round, p)
 			for i := uint64(1); i <= m.Position.LSN; i++ {
 				key := fmt.Sprintf("k%d", i)
-				requireValue(t, s, p, key, key)
+				requireValue(t, s, p, key, string(killValue(i)))
 				requireResponse(t, s, p, fmt.Sprint("r", i), key)
 			}
 			requireAbsent(t, s, p, fmt.Sprintf("k%d", m.Position.LSN+1))
@@ -95,8 +96,9 @@ func runKilledChild(t *testing.T, dir string, kill int) [killPartitions]uint64 {
 }
 
 // killChild is the child: one writer per partition commits batches
-// (key k<lsn> = k<lsn>, request r<lsn>) and prints "ack <partition> <lsn>"
-// after each acknowledgment, until it is killed.
+// (key k<lsn> = killValue(lsn), request r<lsn>, response k<lsn>) and
+// prints "ack <partition> <lsn>" after each acknowledgment, until it is
+// killed.
 func killChild(t *testing.T, dir string) {
 	s, err := Open(Config{Dir: dir, FlushBytes: 16 << 10, FlushInterval: 5 * time.Millisecond})
 	require.NoError(t, err)
@@ -111,7 +113,7 @@ func killChild(t *testing.T, dir string) {
 			}
 			for lsn := m.Position.LSN + 1; lsn < m.Position.LSN+100_000; lsn++ {
 				key := fmt.Appendf(nil, "k%d", lsn)
-				err := s.Commit(ctx, &Batch{Partition: p, Writes: []KV{{Key: key, Value: key}},
+				err := s.Commit(ctx, &Batch{Partition: p, Writes: []KV{{Key: key, Value: killValue(lsn)}},
 					RequestID: fmt.Appendf(nil, "r%d", lsn), Response: key})
 				if err != nil {
 					panic(err)
@@ -123,4 +125,13 @@ func killChild(t *testing.T, dir string) {
 		})
 	}
 	wg.Wait()
+}
+
+// killValue is the value of batch lsn: k<lsn> repeated to a length between
+// a few bytes and three log blocks, so that records start and end at every
+// offset of a block and some span several.
+func killValue(lsn uint64) []byte {
+	key := fmt.Sprintf("k%d", lsn)
+	n := 1 + int(lsn*2654435761%(3*walBlock))/len(key)
+	return []byte(strings.Repeat(key, n))
 }
