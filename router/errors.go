@@ -40,12 +40,14 @@ var (
 	// still kept (see Config.DedupRetention): this call did not run.
 	ErrRequestIDReused = errors.New("router: request ID reused for another call")
 	// ErrCallCycle is returned by Call, before anything is sent, when its
-	// ctx is, or derives from, the ctx of a handler running for the same
-	// key on this node, or of a handler nested in one (run by a Call on
-	// this node from such a handler, with its ctx): the call would wait
-	// behind the handler that waits for it. A cycle through another node
-	// is not detected (ctx values do not travel): its calls wait until
-	// their deadline.
+	// ctx is, or derives from, the ctx of a handler still running for the
+	// same key on this node, or of a handler nested in one (run by a Call
+	// on this node from such a handler, with its ctx): the call would wait
+	// behind the handler that waits for it. A goroutine that a handler
+	// starts, to call the handler's own key without waiting for it, must
+	// therefore not use a ctx derived from the handler's while the handler
+	// runs. A cycle through another node is not detected (ctx values do
+	// not travel): its calls wait until their deadline.
 	ErrCallCycle = errors.New("router: a handler called a key whose handler waits for it")
 	// ErrEmptyKey is returned by Call for an empty key.
 	ErrEmptyKey = errors.New("router: empty key")

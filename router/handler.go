@@ -1,8 +1,10 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -23,12 +25,13 @@ func callHandler(ctx context.Context, h Handler, req *Request) (body []byte, err
 }
 
 // handlerFailed is the response of a call whose handler failed with err,
-// its text cut to maxHandlerError bytes (at a character's start).
+// its text cut to maxHandlerError bytes (before a character that would
+// straddle the cut).
 func handlerFailed(err error) callResponse {
 	text := err.Error()
 	if len(text) > maxHandlerError {
 		cut := maxHandlerError
-		for !utf8.RuneStart(text[cut]) {
+		for i := 0; i < utf8.UTFMax-1 && !utf8.RuneStart(text[cut]); i++ {
 			cut--
 		}
 		text = fmt.Sprintf("%s... (%d more bytes)", text[:cut], len(text)-cut)
@@ -36,30 +39,44 @@ func handlerFailed(err error) callResponse {
 	return callResponse{Status: statusHandlerError, Body: []byte(text)}
 }
 
-// runningKey is the context key under which a handler's ctx holds the keys
-// whose handlers run on node n, innermost first (see calledBack).
+// handlerCtx is the ctx a handler runs under: its call's ctx, marked with
+// the node and the key it runs, and the handler call it is nested in (the
+// handler whose Call, with its ctx, ran this one on the same node).
+type handlerCtx struct {
+	context.Context
+	n     *Node
+	key   []byte
+	outer *handlerCtx
+	// returned is set once the handler returned: a ctx kept, or derived
+	// for a goroutine, after that marks no wait.
+	returned atomic.Bool
+}
+
+// runningKey is the key under which a handlerCtx on node n finds itself.
 type runningKey struct{ n *Node }
 
-// running is one key whose handler runs, and the handler call it is nested in.
-type running struct {
-	key   string
-	outer *running
+// handlerContext returns the ctx a handler for key runs under on n.
+func handlerContext(ctx context.Context, n *Node, key []byte) *handlerCtx {
+	outer, _ := ctx.Value(runningKey{n}).(*handlerCtx)
+	return &handlerCtx{Context: ctx, n: n, key: key, outer: outer}
 }
 
-// handlerContext is the ctx a handler for key runs under on n: ctx, marked
-// as running key there.
-func handlerContext(ctx context.Context, n *Node, key []byte) context.Context {
-	outer, _ := ctx.Value(runningKey{n}).(*running)
-	return context.WithValue(ctx, runningKey{n}, &running{key: string(key), outer: outer})
+// Value returns c itself for runningKey{c.n}, else ctx's value for k.
+func (c *handlerCtx) Value(k any) any {
+	if r, ok := k.(runningKey); ok && r.n == c.n {
+		return c
+	}
+	return c.Context.Value(k)
 }
 
-// calledBack reports whether ctx is a handler's on n, or derived from one,
-// that runs key or is nested in a handler that does: a Call for key would
-// queue behind the handler waiting for it.
+// calledBack reports whether ctx is, or derives from, the ctx of a handler
+// still running on n for key, or of one that a handler running for key
+// waits for through nested Calls: a Call for key would queue behind the
+// handler waiting for it.
 func calledBack(ctx context.Context, n *Node, key []byte) bool {
-	r, _ := ctx.Value(runningKey{n}).(*running)
-	for ; r != nil; r = r.outer {
-		if r.key == string(key) {
+	c, _ := ctx.Value(runningKey{n}).(*handlerCtx)
+	for ; c != nil; c = c.outer {
+		if !c.returned.Load() && bytes.Equal(c.key, key) {
 			return true
 		}
 	}

@@ -72,3 +72,34 @@ func TestHandlerCallingItsOwnKeyFailsAtOnce(t *testing.T) {
 	require.NoError(t, err, "a to b to c is no cycle")
 	require.Equal(t, []byte{0, 0, 0, 0, 0, 0, 0, 1}, v)
 }
+
+// A ctx kept from a handler, or derived from it for a goroutine, marks no
+// cycle once the handler has returned: a Call for its key then waits for
+// nobody.
+func TestCtxOfAHandlerThatReturnedMarksNoCycle(t *testing.T) {
+	var kept context.Context
+	c := newReplicatedCluster(t, 1, 1, func(n *Node) {
+		n.Handle("inc", counter)
+		n.Handle("keep", func(ctx context.Context, _ *Request) ([]byte, error) {
+			kept = context.WithoutCancel(ctx)
+			return nil, nil
+		})
+	})
+	n := c.nodes[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := n.Call(ctx, []byte("a"), "keep", nil)
+	require.NoError(t, err)
+	later, cancelLater := context.WithTimeout(kept, 5*time.Second)
+	defer cancelLater()
+	_, err = n.Call(later, []byte("a"), "inc", nil)
+	require.NoError(t, err)
+}
+
+// The cut never steps back more than one character's length, whatever
+// the text's bytes: 5,000 bytes that are no character's start (invalid
+// UTF-8, echoed from a payload, say) are cut at 4 KiB too.
+func TestHandlerErrorTextOfInvalidUTF8IsCut(t *testing.T) {
+	r := handlerFailed(errors.New(strings.Repeat("\x80", 5000)))
+	require.Equal(t, strings.Repeat("\x80", maxHandlerError-utf8.UTFMax+1)+"... (907 more bytes)", string(r.Body))
+}
