@@ -76,7 +76,11 @@
 //     path; Open deletes what a crash left staged;
 //   - recovery (recover.go): Open replays, in one synced transaction, the
 //     WAL records the file lacks, stopping at the first torn one (a record
-//     is acknowledged only once durable, so a torn one never was).
+//     is acknowledged only once durable, so a torn one never was), at the
+//     zero header every write lays after its record, or at a record of
+//     another round (the log file is reused, each time in a new round: a
+//     random number in every record, which no client sees, so that no
+//     frame of an earlier round, or planted in a value, is ever replayed).
 //
 // Reads (Get, Response) look in the memtable first, then in a bbolt read
 // transaction; Meta and Partitions read the in-memory metas; Export and

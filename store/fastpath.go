@@ -52,8 +52,9 @@ func (s *Store) commitFast(group []*op) {
 	}
 	if len(accepted) > 0 {
 		seq := s.walSeq + 1
-		s.record = appendRecord(s.record[:0], walGroup{seq: seq, batches: accepted})
-		err := s.wals[s.active].append(s.record)
+		w := s.wals[s.active]
+		s.record = appendRecord(s.record[:0], walGroup{round: w.round, seq: seq, batches: accepted})
+		err := w.append(s.record)
 		if cap(s.record) > maxKeptRecord {
 			s.record = nil // a rare large group's memory is not kept
 		}

@@ -25,9 +25,10 @@ import (
 // 8 (bad checksum or short), and commits 7 together with wal-applied 7 in
 // one synced transaction, so a crash during replay leaves the file at 6 and
 // the next Open replays 7 again: replay is idempotent. Only then are the
-// WAL files reset to offset 0; the stale frames left after the next
-// round's frames have lower sequences, which end the log on the next
-// replay. The records beyond wal-applied may be split over the two files
+// WAL files reset to offset 0, each in a new round; the stale frames left
+// after the next round's frames are past its zero header, and of another
+// round, which ends the log on the next replay (see wal). The records
+// beyond wal-applied may be split over the two files
 // (a crash during a background flush: the flushing file holds 5..7, the
 // active one 8..9); they are merged by sequence.
 //

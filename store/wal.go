@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -42,11 +43,17 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // goroutine uses it (and Open, before the committer starts).
 //
 // The file is reused: after a flush the next frame is written at offset 0
-// again, over the frames the flush made obsolete. Every write ends the log
-// with a zero header, in the same write as its record; after it come zeros
-// or the bytes of earlier rounds. Replay stops at the header, and also at a
-// frame whose sequence number does not follow (see scanWAL), which is what
-// a write torn before its header reached the disk leaves.
+// again, over the frames the flush made obsolete, in a new round. What
+// follows the log's end is zeros or the bytes of earlier rounds, which can
+// hold anything a client wrote, well-formed frames included. Two things
+// keep replay from reading on into them (see scanWAL):
+//   - every write ends the log with a zero header, in the same write as
+//     its record;
+//   - every record carries the round, a random number drawn at each reset
+//     that no client sees: a frame of another round, or one planted in a
+//     value, ends the log even where a write was cut before its header
+//     (a buffered write cut by kill -9 between two pages, a direct one
+//     torn by a power cut).
 //
 // Why a reused, preallocated file: measured here (ext4 on a virtio disk,
 // 200-byte records, one fdatasync each, 1 MiB growth chunks), writing
@@ -61,8 +68,10 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // to three files at once), 56-90 µs and 18-21 µs of CPU per record,
 // against 65-118 µs and 25-32 µs for a write and an fdatasync. A direct
 // write covers whole aligned blocks, so each record is written with the
-// bytes of the log before it in its first block (tail) and zeros to the
-// end of its last block. Rewriting those earlier bytes with the same
+// bytes of the log before it in its first block (tail), then its zero
+// header and zeros to the end of the block the header ends in (one more
+// block for a record that ends within a header of its block's end).
+// Rewriting those earlier bytes with the same
 // values risks nothing the page cache does not: its writeback writes
 // whole pages too. On ext4 and xfs under Linux (amd64, arm64) the direct
 // writes go through AIO where the kernel offers it (see asyncWriter): the
@@ -80,11 +89,15 @@ type wal struct {
 	buf []byte
 
 	// off is where the next frame is written.
-	// Invariant: off <= size.
+	// Invariant: off+walHeader <= size, once the file has grown.
 	off int64
-	// size is the file's length; [off, size) holds a zero header (once
-	// a record is written), then zeros or the bytes of earlier rounds.
+	// size is the file's length. Once a record is written after a reset,
+	// [off, size) holds a zero header, then zeros or the bytes of earlier
+	// rounds.
 	size int64
+	// round is the current round's number, in every record written (see
+	// above): drawn at reset, which Open calls before the first write.
+	round uint64
 }
 
 // openWAL opens (or creates) log file i in dir and returns it with the
@@ -258,9 +271,9 @@ func (w *wal) fail(err error) error {
 	return fmt.Errorf("store: write %s: %w", w.path, err)
 }
 
-// reset makes the next frame go to offset 0: every frame written so far is
-// applied to the data file, durably.
-func (w *wal) reset() { w.off = 0 }
+// reset makes the next frame go to offset 0, in a new round: every frame
+// written so far is applied to the data file, durably.
+func (w *wal) reset() { w.off, w.round = 0, rand.Uint64() }
 
 // close closes the file.
 func (w *wal) close() error {
@@ -278,16 +291,18 @@ func (w *wal) close() error {
 // (which holds every group up to sequence applied) lacks. It stops at the
 // end of the valid log: a zero length, a frame running past the end of
 // data or failing its checksum (a torn write, never acknowledged: a record
-// is acknowledged only once durable), or a frame whose sequence does
-// not follow the previous one's (a stale frame of an earlier round, after
-// a write whose zero header was torn off: every round starts at offset 0
-// with the sequence after the last applied one, so a stale frame's
-// sequence is always lower). end is the offset where the valid log ends.
+// is acknowledged only once durable), a frame of another round than the
+// first one's (the bytes of an earlier round, or a frame planted in a
+// value, read where a write was cut before its zero header), or a frame
+// whose sequence does not follow the previous one's (every round starts
+// at offset 0 with the sequence after the last applied one; this also
+// ends a log of version 1 records, which have no round). end is the
+// offset where the valid log ends.
 //
-// It fails with ErrCorrupt when a frame passes its checksum but does not
-// decode: that cannot result from a crash.
+// It fails with ErrCorrupt when a frame of the log's round passes its
+// checksum but does not decode: that cannot result from a crash.
 func scanWAL(data []byte, applied uint64) (groups []walGroup, end int, err error) {
-	var prev uint64
+	var prev, round uint64
 	for off := 0; len(data)-off >= walHeader; {
 		n := binary.BigEndian.Uint32(data[off:])
 		if n == 0 || n > walMaxRecord || int64(n) > int64(len(data)-off-walHeader) {
@@ -297,6 +312,9 @@ func scanWAL(data []byte, applied uint64) (groups []walGroup, end int, err error
 		if crc32.Checksum(payload, castagnoli) != binary.BigEndian.Uint32(data[off+4:]) {
 			return groups, off, nil
 		}
+		if r, _, _ := recordRound(payload); off > 0 && r != round {
+			return groups, off, nil
+		}
 		g, err := decodeGroup(payload)
 		if err != nil {
 			return nil, off, fmt.Errorf("wal offset %d: %w", off, err)
@@ -304,7 +322,7 @@ func scanWAL(data []byte, applied uint64) (groups []walGroup, end int, err error
 		if off > 0 && g.seq != prev+1 {
 			return groups, off, nil
 		}
-		prev = g.seq
+		prev, round = g.seq, g.round
 		if g.seq > applied {
 			groups = append(groups, g)
 		}

@@ -452,8 +452,7 @@ func TestDirectWALHoldsEveryRecordAcrossBlocks(t *testing.T) {
 			for j := range value {
 				value[j] = byte(rng.Uint32())
 			}
-			require.NoError(t, w.append(appendRecord(nil, walGroup{seq: seq, batches: []walBatch{{partition: 1, epoch: 1, lsn: seq,
-				writes: []KV{{Key: []byte("k"), Value: value}}}}})))
+			require.NoError(t, w.append(walRecordOf(w.round, seq, value)))
 			want = append(want, seq)
 			data, err := os.ReadFile(path)
 			require.NoError(t, err)
@@ -461,6 +460,7 @@ func TestDirectWALHoldsEveryRecordAcrossBlocks(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, want, seqsOf(groups), "round %d", round)
 			require.EqualValues(t, w.off, end)
+			require.Equal(t, make([]byte, walHeader), data[end:end+walHeader], "no zero header ends the log")
 		}
 		w.reset()
 	}
@@ -468,48 +468,106 @@ func TestDirectWALHoldsEveryRecordAcrossBlocks(t *testing.T) {
 
 // A client's value is stored in the log verbatim, so the bytes of an
 // earlier round after the log's end can hold anything, a well-formed frame
-// included. Every write ends the log with a zero header, so that replay
-// never reads past the last record: here round 2's log ends on the block
-// boundary where round 1 left a frame inside a value, one with the next
-// sequence number (which replay would apply, bypassing every fence) or one
-// that does not decode (which would fail every Open with ErrCorrupt).
+// included. Here round 2's log ends on the block boundary where round 1
+// left a frame inside a value: one with the next sequence number and
+// round 1's number (which replay would apply, bypassing every fence), or
+// one that does not decode (which would fail every Open with ErrCorrupt).
+// Replay must stop before it: at the zero header that every write lays
+// after its record, and, where the write was cut before that header (a
+// buffered write cut by kill -9 between two pages, a direct one torn by a
+// power cut: the block after the record keeps its old bytes), at the
+// frame's round, which is not round 2's.
 func TestReplayStopsAtTheLogsEndBeforeAFrameHiddenInAStaleValue(t *testing.T) {
-	undecodable := make([]byte, walHeader+3)
-	copy(undecodable[walHeader:], "bad")
-	sealFrame(undecodable)
 	for _, direct := range []bool{false, true} {
-		for name, frame := range map[string][]byte{"next record": walRecordOf(3, nil), "undecodable frame": undecodable} {
-			t.Run(fmt.Sprintf("%s, direct %v", name, direct), func(t *testing.T) {
-				dir := t.TempDir()
-				w, _, err := openWAL(dir, 0, !direct)
-				require.NoError(t, err)
-				defer w.close()
-				if direct {
-					require.NoError(t, w.useDirect())
-					requireDirect(t, w, dir)
-				}
-				value := bytes.Repeat([]byte{0xaa}, 3*walBlock)
-				start := bytes.Index(walRecordOf(1, value), value)
-				copy(value[walBlock-start:], frame)
-				require.NoError(t, w.append(walRecordOf(1, value)))
-				w.reset()
+		for _, cut := range []bool{false, true} {
+			for name, undecodable := range map[string]bool{"next record": false, "undecodable frame": true} {
+				t.Run(fmt.Sprintf("%s, direct %v, cut %v", name, direct, cut), func(t *testing.T) {
+					dir := t.TempDir()
+					w, _, err := openWAL(dir, 0, !direct)
+					require.NoError(t, err)
+					defer w.close()
+					w.reset()
+					if direct {
+						require.NoError(t, w.useDirect())
+						requireDirect(t, w, dir)
+					}
+					frame := walRecordOf(w.round, 3, nil)
+					if undecodable {
+						frame = make([]byte, walHeader+3)
+						copy(frame[walHeader:], "bad")
+						sealFrame(frame)
+					}
+					value := bytes.Repeat([]byte{0xaa}, 3*walBlock)
+					start := bytes.Index(walRecordOf(w.round, 1, value), value)
+					copy(value[walBlock-start:], frame)
+					require.NoError(t, w.append(walRecordOf(w.round, 1, value)))
+					w.reset()
 
-				n := walBlock - 64
-				for len(walRecordOf(2, make([]byte, n))) < walBlock {
-					n++
-				}
-				require.NoError(t, w.append(walRecordOf(2, make([]byte, n))))
-				require.EqualValues(t, walBlock, w.off, "round 2 ends on a block boundary")
-
-				data, err := os.ReadFile(filepath.Join(dir, walFileName(0)))
-				require.NoError(t, err)
-				groups, end, err := scanWAL(data, 1)
-				require.NoError(t, err)
-				require.Equal(t, []uint64{2}, seqsOf(groups))
-				require.Equal(t, walBlock, end)
-			})
+					path := filepath.Join(dir, walFileName(0))
+					before, err := os.ReadFile(path)
+					require.NoError(t, err)
+					n := walBlock - 64
+					for len(walRecordOf(w.round, 2, make([]byte, n))) < walBlock {
+						n++
+					}
+					require.NoError(t, w.append(walRecordOf(w.round, 2, make([]byte, n))))
+					require.EqualValues(t, walBlock, w.off, "round 2 ends on a block boundary")
+					data, err := os.ReadFile(path)
+					require.NoError(t, err)
+					if cut {
+						copy(data[walBlock:2*walBlock], before[walBlock:2*walBlock])
+						require.Equal(t, frame, data[walBlock:walBlock+len(frame)])
+					} else {
+						require.Equal(t, make([]byte, walHeader), data[walBlock:walBlock+walHeader], "no zero header after the record")
+					}
+					groups, end, err := scanWAL(data, 1)
+					require.NoError(t, err)
+					require.Equal(t, []uint64{2}, seqsOf(groups))
+					require.Equal(t, walBlock, end)
+				})
+			}
 		}
 	}
+}
+
+// An earlier build's log holds version 1 records, which have no round: the
+// first Open after the upgrade replays them, up to a stale frame of an
+// earlier round (a lower sequence), as that build did.
+func TestWALOfAnEarlierBuildIsReplayed(t *testing.T) {
+	dir := t.TempDir()
+	s := openNoFlush(t, dir)
+	commitN(t, s, 0, 1, 3)
+	require.NoError(t, s.Close())
+	path := filepath.Join(dir, walFileName(0))
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	groups, end, err := scanWAL(data, 0)
+	require.NoError(t, err)
+	require.Len(t, groups, 3)
+	var log []byte
+	for _, g := range append(groups, walGroup{seq: groups[0].seq - 1}) { // the last one stale
+		log = append(log, recordOfVersion1(g)...)
+	}
+	require.Greater(t, len(data), end+len(log))
+	require.NoError(t, os.WriteFile(path, append(log, make([]byte, walHeader)...), 0o600))
+
+	s = openNoFlush(t, dir)
+	for i := range 3 {
+		requireValue(t, s, 0, fmt.Sprintf("k%d", i), fmt.Sprintf("v%d", i))
+	}
+	m, err := s.Meta(0)
+	require.NoError(t, err)
+	require.Equal(t, Position{Epoch: 1, LSN: 3}, m.Position)
+}
+
+// recordOfVersion1 returns g's record as builds before WAL version 2
+// wrote it: version 1, and no round.
+func recordOfVersion1(g walGroup) []byte {
+	payload := appendRecord(nil, g)[walHeader:]
+	frame := append(make([]byte, walHeader), walVersionNoRound)
+	frame = append(frame, payload[9:]...)
+	sealFrame(frame)
+	return frame
 }
 
 // requireDirect skips the test where the file system of dir refuses
@@ -531,13 +589,13 @@ func requireDirect(t *testing.T, w *wal, dir string) {
 	require.NotNil(t, w.direct, "the log does not use direct writes, which the file system allows")
 }
 
-// walRecord returns a framed WAL record of sequence seq.
-func walRecord(seq uint64) []byte { return walRecordOf(seq, []byte("v")) }
+// walRecord returns a framed WAL record of sequence seq, in round 0.
+func walRecord(seq uint64) []byte { return walRecordOf(0, seq, []byte("v")) }
 
-// walRecordOf returns a framed WAL record of sequence seq that writes
-// value to one key.
-func walRecordOf(seq uint64, value []byte) []byte {
-	return appendRecord(nil, walGroup{seq: seq, batches: []walBatch{{partition: 1, epoch: 1, lsn: seq,
+// walRecordOf returns a framed WAL record of round and sequence seq that
+// writes value to one key.
+func walRecordOf(round, seq uint64, value []byte) []byte {
+	return appendRecord(nil, walGroup{round: round, seq: seq, batches: []walBatch{{partition: 1, epoch: 1, lsn: seq,
 		writes: []KV{{Key: []byte("k"), Value: value}}}}})
 }
 

@@ -1,14 +1,20 @@
 package store
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/singlewriter/singlewriter/epoch"
 	"github.com/singlewriter/singlewriter/internal/wire"
 )
 
-// walVersion is the first byte of a WAL record's payload.
-const walVersion = 1
+// The first byte of a WAL record's payload, its version. Version 1, the
+// format of earlier builds, is still read, for the first Open after an
+// upgrade; it has no round.
+const (
+	walVersionNoRound = 1
+	walVersion        = 2
+)
 
 // walBatch is one accepted data batch as the WAL records it: everything
 // needed to apply it again without deciding anything.
@@ -29,6 +35,9 @@ type walBatch struct {
 // walGroup is one WAL record: the batches a group commit accepted, in
 // order, under the group's sequence number.
 type walGroup struct {
+	// round is the log file's round (see wal.round); 0 in a version 1
+	// record.
+	round uint64
 	// seq numbers the records: one more than the previous record's, across
 	// flushes and restarts.
 	seq     uint64
@@ -36,26 +45,21 @@ type walGroup struct {
 }
 
 // appendRecord appends g's log record to dst, framed: the header (length
-// and checksum of the payload), then g's payload (encodeGroup).
-func appendRecord(dst []byte, g walGroup) []byte {
-	start := len(dst)
-	e := wire.NewEncoder(append(dst, make([]byte, walHeader)...))
-	encodeGroup(e, g)
-	rec := e.Out()
-	sealFrame(rec[start:])
-	return rec
-}
-
-// encodeGroup appends g's record payload to e:
+// and checksum of the payload), then g's payload:
 //
-//	version u8, seq, count, then per batch:
+//	version u8, round u64 (big-endian), then:
+//	seq, count, then per batch:
 //	    partition, epoch, lsn, writes count,
 //	    per write: key, has value (bool), [value],
 //	    request ID, [dedup record if the request ID is not empty]
 //
-// numbers as uvarints, byte strings length-prefixed.
-func encodeGroup(e *wire.Encoder, g walGroup) {
-	e.Uint8(walVersion)
+// numbers as uvarints, byte strings length-prefixed. The round has a fixed
+// place, so that replay can compare it before decoding the rest.
+func appendRecord(dst []byte, g walGroup) []byte {
+	start := len(dst)
+	dst = append(dst, make([]byte, walHeader)...)
+	dst = binary.BigEndian.AppendUint64(append(dst, walVersion), g.round)
+	e := wire.NewEncoder(dst)
 	e.Uvarint(g.seq)
 	e.Uvarint(uint64(len(g.batches)))
 	for _, b := range g.batches {
@@ -68,16 +72,32 @@ func encodeGroup(e *wire.Encoder, g walGroup) {
 			e.Bytes(b.record)
 		}
 	}
+	rec := e.Out()
+	sealFrame(rec[start:])
+	return rec
 }
 
-// decodeGroup is the inverse of encodeGroup. It returns an ErrCorrupt for
-// anything encodeGroup cannot have produced.
-func decodeGroup(p []byte) (walGroup, error) {
-	d := wire.NewDecoder(p)
-	if v := d.Uint8(); d.Err() == nil && v != walVersion {
-		return walGroup{}, fmt.Errorf("%w: wal record version %d", ErrCorrupt, v)
+// recordRound splits a record's payload into its round and the rest. ok is
+// false for a payload of neither version.
+func recordRound(p []byte) (round uint64, rest []byte, ok bool) {
+	switch {
+	case len(p) > 0 && p[0] == walVersionNoRound:
+		return 0, p[1:], true
+	case len(p) >= 9 && p[0] == walVersion:
+		return binary.BigEndian.Uint64(p[1:]), p[9:], true
 	}
-	g := walGroup{seq: d.Uvarint()}
+	return 0, nil, false
+}
+
+// decodeGroup is the inverse of appendRecord's payload. It returns an
+// ErrCorrupt for anything appendRecord cannot have produced.
+func decodeGroup(p []byte) (walGroup, error) {
+	round, rest, ok := recordRound(p)
+	if !ok {
+		return walGroup{}, fmt.Errorf("%w: wal record of unknown version", ErrCorrupt)
+	}
+	d := wire.NewDecoder(rest)
+	g := walGroup{round: round, seq: d.Uvarint()}
 	n := d.Uvarint()
 	for i := uint64(0); i < n && d.Err() == nil; i++ {
 		b := walBatch{
