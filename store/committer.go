@@ -93,6 +93,11 @@ func (s *Store) run() {
 			s.waitFlush()
 			if s.failure == nil && !s.noFlush {
 				s.closeErr = s.flush()
+				for _, w := range s.wals {
+					if s.closeErr == nil {
+						s.closeErr = w.clear()
+					}
+				}
 			}
 			return
 		}

@@ -202,8 +202,9 @@ func Open(cfg Config) (*Store, error) {
 
 // Close stops the committer, waits for the group it is committing, fails
 // every operation still queued (and every later one) with ErrClosed,
-// flushes the memtable into the data file (unless the store is poisoned:
-// the WAL keeps the batches for the next Open), and closes the files. It
+// flushes the memtable into the data file and empties the WAL (unless the
+// store is poisoned: the WAL keeps the batches for the next Open), and
+// closes the files. It
 // is idempotent: later calls return the first call's result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {

@@ -560,6 +560,41 @@ func TestWALOfAnEarlierBuildIsReplayed(t *testing.T) {
 	require.Equal(t, Position{Epoch: 1, LSN: 3}, m.Position)
 }
 
+// In a log of version 1 records, which have no round, a frame of another
+// version ends the log, like one of another round in a version 2 log:
+// whether it does not decode, or is a version 2 record of the next
+// sequence.
+func TestVersion1LogEndsAtAFrameOfAnotherVersion(t *testing.T) {
+	bad := append(make([]byte, walHeader), "bad"...)
+	sealFrame(bad)
+	for name, frame := range map[string][]byte{"undecodable": bad, "version 2": walRecord(7)} {
+		log := append(recordOfVersion1(walGroup{seq: 5}), recordOfVersion1(walGroup{seq: 6})...)
+		groups, end, err := scanWAL(append(log, frame...), 4)
+		require.NoError(t, err, name)
+		require.Equal(t, []uint64{5, 6}, seqsOf(groups), name)
+		require.Equal(t, len(log), end, name)
+	}
+}
+
+// A clean Close leaves both log files empty, ended at offset 0, so that
+// a build that reads only earlier record versions can open the directory.
+func TestCleanCloseEmptiesTheWAL(t *testing.T) {
+	for _, noSync := range []bool{false, true} {
+		dir := t.TempDir()
+		s, err := Open(Config{Dir: dir, NoSync: noSync, FlushBytes: 1 << 10})
+		require.NoError(t, err)
+		commitN(t, s, 0, 1, 40) // past FlushBytes: both files were used
+		require.NoError(t, s.Close())
+		for i := range 2 {
+			data, err := os.ReadFile(filepath.Join(dir, walFileName(i)))
+			require.NoError(t, err)
+			require.Equal(t, make([]byte, walHeader), data[:walHeader], "nosync %v, wal-%d", noSync, i)
+		}
+		s = openDir(t, dir)
+		requireValue(t, s, 0, "k39", "v39")
+	}
+}
+
 // recordOfVersion1 returns g's record as builds before WAL version 2
 // wrote it: version 1, and no round.
 func recordOfVersion1(g walGroup) []byte {
