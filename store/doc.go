@@ -79,9 +79,9 @@
 //     is acknowledged only once durable, so a torn one never was), at the
 //     zero header every write lays after its record, or at a record of
 //     another round (the log file is reused, each time in a new round: a
-//     random number in every record, which no client sees, so that no
-//     frame of an earlier round, or planted in a value, is replayed; see
-//     wal.go for the one case this leaves, a write cut inside its record).
+//     random number in every record, which no client sees, and the key of
+//     the tag that ends it, so that no frame of an earlier round, planted
+//     in a value, or spliced from one by a cut write, is replayed).
 //
 // Reads (Get, Response) look in the memtable first, then in a bbolt read
 // transaction; Meta and Partitions read the in-memory metas; Export and

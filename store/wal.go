@@ -45,7 +45,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // The file is reused: after a flush the next frame is written at offset 0
 // again, over the frames the flush made obsolete, in a new round. What
 // follows the log's end is zeros or the bytes of earlier rounds, which can
-// hold anything a client wrote, well-formed frames included. Two things
+// hold anything a client wrote, well-formed frames included. Three things
 // keep replay from reading on into them (see scanWAL):
 //   - every write ends the log with a zero header, in the same write as
 //     its record;
@@ -53,16 +53,12 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 //     that no client sees: a frame of another round, or one planted in a
 //     value, ends the log even where a write was cut before its header
 //     (a buffered write cut by kill -9 between two pages, a direct one
-//     torn by a power cut).
-//
-// What this leaves: a write cut inside its own record leaves that record's
-// start, round included, followed by older bytes. CRC-32C is linear, so a
-// client who knew the record's exact tail and where its own earlier value
-// lies in the file could choose that value so the spliced record passes
-// its checksum. It would also need the cut to fall at that spot. A keyed
-// check (a MAC under the round) would close this; log formats that reuse
-// files, such as RocksDB's recyclable log, stop at the log number and the
-// CRC as this one does.
+//     torn by a power cut);
+//   - every record ends with a tag keyed with the round (recordTag): a
+//     write cut inside its own record leaves the record's start, round
+//     included, followed by older bytes, which a client who knew the
+//     record's tail could have chosen so that the linear CRC-32C still
+//     passes; the tag does not.
 //
 // Why a reused, preallocated file: measured here (ext4 on a virtio disk,
 // 200-byte records, one fdatasync each, 1 MiB growth chunks), writing
@@ -322,17 +318,18 @@ func (w *wal) close() error {
 // scanWAL returns the groups of data, in log order, that the data file
 // (which holds every group up to sequence applied) lacks. It stops at the
 // end of the valid log: a zero length, a frame running past the end of
-// data or failing its checksum (a torn write, never acknowledged: a record
-// is acknowledged only once durable), a frame of another version or round
-// than the first one's (the bytes of an earlier round, or a frame planted
-// in a value, read where a write was cut before its zero header), or a frame
-// whose sequence does not follow the previous one's (every round starts
-// at offset 0 with the sequence after the last applied one; this also
-// ends a log of version 1 records, which have no round). end is the
-// offset where the valid log ends.
+// data or failing its checksum or its tag (a torn write, never
+// acknowledged: a record is acknowledged only once durable), a frame of
+// another version or round than the first one's (the bytes of an earlier
+// round, or a frame planted in a value, read where a write was cut before
+// its zero header), or a frame whose sequence does not follow the
+// previous one's (every round starts at offset 0 with the sequence after
+// the last applied one; this also ends a log of version 1 records, which
+// have no round). end is the offset where the valid log ends.
 //
 // It fails with ErrCorrupt when a frame of the log's round passes its
-// checksum but does not decode: that cannot result from a crash.
+// checksum and its tag but does not decode, or the first frame is of no
+// known version (a later build's log): that cannot result from a crash.
 func scanWAL(data []byte, applied uint64) (groups []walGroup, end int, err error) {
 	var prev, round uint64
 	var version byte
@@ -345,7 +342,7 @@ func scanWAL(data []byte, applied uint64) (groups []walGroup, end int, err error
 		if crc32.Checksum(payload, castagnoli) != binary.BigEndian.Uint32(data[off+4:]) {
 			return groups, off, nil
 		}
-		if r, _, _ := recordRound(payload); off > 0 && (payload[0] != version || r != round) {
+		if v, r, _, _ := recordRound(payload); off > 0 && (v != version || r != round) || !tagged(payload) {
 			return groups, off, nil
 		}
 		g, err := decodeGroup(payload)

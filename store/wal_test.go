@@ -3,10 +3,13 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -530,6 +533,67 @@ func TestReplayStopsAtTheLogsEndBeforeAFrameHiddenInAStaleValue(t *testing.T) {
 	}
 }
 
+// A write cut inside its own record leaves the record's start, round
+// included, followed by older bytes. The checksum, CRC-32C, is linear: an
+// attacker who knew everything of the record but the round could have
+// chosen its earlier value so that the spliced record passes the checksum,
+// here with a batch for another partition at a higher epoch. The tag,
+// keyed with the round, refuses it.
+func TestSplicedRecordThatPassesItsChecksumIsNotReplayed(t *testing.T) {
+	group := func(round uint64, partition int, e epoch.Epoch) walGroup {
+		return walGroup{round: round, seq: 2, batches: []walBatch{
+			{partition: 1, epoch: 1, lsn: 1, writes: []KV{{Key: []byte("k1"), Value: bytes.Repeat([]byte{'x'}, walBlock)}}},
+			{partition: partition, epoch: e, lsn: 2, writes: []KV{{Key: []byte("k2"), Value: []byte("vvvv")}}},
+		}}
+	}
+	rec := appendRecord(nil, group(0x5ec12e7, 1, 1)) // what the store wrote
+	forged := appendRecord(nil, group(0, 7, 9))      // the attacker's earlier value, of another round
+	require.Len(t, forged, len(rec))
+	spliced := append(bytes.Clone(rec[:walBlock]), forged[walBlock:]...) // the write cut after its first block
+	forgeCRC(spliced[walHeader:], binary.BigEndian.Uint32(rec[4:]), bytes.LastIndex(spliced, []byte("vvvv"))-walHeader)
+	require.Equal(t, binary.BigEndian.Uint32(rec[4:]), crc32.Checksum(spliced[walHeader:], castagnoli), "the forgery passes the checksum")
+
+	groups, end, err := scanWAL(append(spliced, make([]byte, walHeader)...), 1)
+	require.NoError(t, err)
+	require.Equal(t, []uint64(nil), seqsOf(groups), "a spliced record was replayed")
+	require.Zero(t, end)
+}
+
+// forgeCRC sets p[at:at+4] so that p's CRC-32C is want: the checksum is an
+// affine function of those 32 bits, which Gaussian elimination inverts.
+func forgeCRC(p []byte, want uint32, at int) {
+	clear(p[at : at+4])
+	base := crc32.Checksum(p, castagnoli)
+	// rows[i]: the checksum's change when bit i flips (low 32 bits), and
+	// which bits flip (high 32 bits).
+	rows := make([]uint64, 32)
+	for i := range rows {
+		p[at+i/8] ^= 1 << (i % 8)
+		rows[i] = uint64(crc32.Checksum(p, castagnoli)^base) | 1<<(32+i)
+		p[at+i/8] ^= 1 << (i % 8)
+	}
+	for col := range 32 {
+		pivot := col + slices.IndexFunc(rows[col:], func(r uint64) bool { return r>>col&1 == 1 })
+		rows[col], rows[pivot] = rows[pivot], rows[col]
+		for i := range rows {
+			if i != col && rows[i]>>col&1 == 1 {
+				rows[i] ^= rows[col]
+			}
+		}
+	}
+	var flips uint64
+	for col := range 32 {
+		if (want^base)>>col&1 == 1 {
+			flips ^= rows[col]
+		}
+	}
+	for i := range 32 {
+		if flips>>(32+i)&1 == 1 {
+			p[at+i/8] ^= 1 << (i % 8)
+		}
+	}
+}
+
 // An earlier build's log holds version 1 records, which have no round: the
 // first Open after the upgrade replays them, up to a stale frame of an
 // earlier round (a lower sequence), as that build did.
@@ -596,11 +660,11 @@ func TestCleanCloseEmptiesTheWAL(t *testing.T) {
 }
 
 // recordOfVersion1 returns g's record as builds before WAL version 2
-// wrote it: version 1, and no round.
+// wrote it: version 1, no round and no tag.
 func recordOfVersion1(g walGroup) []byte {
 	payload := appendRecord(nil, g)[walHeader:]
 	frame := append(make([]byte, walHeader), walVersionNoRound)
-	frame = append(frame, payload[9:]...)
+	frame = append(frame, payload[9:len(payload)-walTag]...)
 	sealFrame(frame)
 	return frame
 }

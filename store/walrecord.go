@@ -1,6 +1,8 @@
 package store
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 
@@ -52,6 +54,7 @@ type walGroup struct {
 //	    partition, epoch, lsn, writes count,
 //	    per write: key, has value (bool), [value],
 //	    request ID, [dedup record if the request ID is not empty]
+//	then the tag (recordTag) of everything before it
 //
 // numbers as uvarints, byte strings length-prefixed. The round has a fixed
 // place, so that replay can compare it before decoding the rest.
@@ -73,28 +76,61 @@ func appendRecord(dst []byte, g walGroup) []byte {
 		}
 	}
 	rec := e.Out()
+	rec = append(rec, recordTag(g.round, rec[start+walHeader:])...)
 	sealFrame(rec[start:])
 	return rec
 }
 
-// recordRound splits a record's payload into its round and the rest. ok is
-// false for a payload of neither version.
-func recordRound(p []byte) (round uint64, rest []byte, ok bool) {
-	switch {
-	case len(p) > 0 && p[0] == walVersionNoRound:
-		return 0, p[1:], true
-	case len(p) >= 9 && p[0] == walVersion:
-		return binary.BigEndian.Uint64(p[1:]), p[9:], true
-	}
-	return 0, nil, false
+// walTag is the length of a version 2 record's tag.
+const walTag = 8
+
+// recordTag is the tag of a version 2 record whose payload before the tag
+// is p: HMAC-SHA256 keyed with the round, cut to walTag bytes. The frame's
+// CRC-32C is linear: a write cut inside its own record could leave the
+// record's start followed by older bytes, which a client who knew the
+// record's tail could have chosen so that the checksum still passes. The
+// tag depends on the round, which no client sees.
+func recordTag(round uint64, p []byte) []byte {
+	mac := hmac.New(sha256.New, binary.BigEndian.AppendUint64(nil, round))
+	mac.Write(p)
+	return mac.Sum(nil)[:walTag]
 }
 
-// decodeGroup is the inverse of appendRecord's payload. It returns an
-// ErrCorrupt for anything appendRecord cannot have produced.
+// recordRound splits a record's payload into its version, its round and
+// the rest (a version 2 record's tag included). ok is false for a payload
+// of neither version.
+func recordRound(p []byte) (version byte, round uint64, rest []byte, ok bool) {
+	switch {
+	case len(p) > 0 && p[0] == walVersionNoRound:
+		return p[0], 0, p[1:], true
+	case len(p) >= 9+walTag && p[0] == walVersion:
+		return p[0], binary.BigEndian.Uint64(p[1:]), p[9:], true
+	}
+	return 0, 0, nil, false
+}
+
+// tagged reports whether a record's payload p passes its tag check. A
+// version 1 record has no tag, and decodeGroup refuses a payload of
+// neither version.
+func tagged(p []byte) bool {
+	v, round, _, ok := recordRound(p)
+	if !ok || v != walVersion {
+		return true
+	}
+	body := p[:len(p)-walTag]
+	return hmac.Equal(recordTag(round, body), p[len(body):])
+}
+
+// decodeGroup is the inverse of appendRecord's payload, whose tag it does
+// not check (see tagged). It returns an ErrCorrupt for anything
+// appendRecord cannot have produced.
 func decodeGroup(p []byte) (walGroup, error) {
-	round, rest, ok := recordRound(p)
+	v, round, rest, ok := recordRound(p)
 	if !ok {
 		return walGroup{}, fmt.Errorf("%w: wal record of unknown version", ErrCorrupt)
+	}
+	if v == walVersion {
+		rest = rest[:len(rest)-walTag]
 	}
 	d := wire.NewDecoder(rest)
 	g := walGroup{round: round, seq: d.Uvarint()}
