@@ -80,8 +80,9 @@
 //     zero header every write lays after its record, or at a record of
 //     another round (the log file is reused, each time in a new round: a
 //     random number in every record, which no client sees, and the key of
-//     the tag that ends it, so that no frame of an earlier round, planted
-//     in a value, or spliced from one by a cut write, is replayed).
+//     the tag that ends it, so that no frame of an earlier round, no frame
+//     planted in a value, and no record's start spliced with older bytes
+//     by a write cut inside it, is replayed).
 //
 // Reads (Get, Response) look in the memtable first, then in a bbolt read
 // transaction; Meta and Partitions read the in-memory metas; Export and

@@ -25,7 +25,8 @@ import (
 // 8 (bad checksum or short), and commits 7 together with wal-applied 7 in
 // one synced transaction, so a crash during replay leaves the file at 6 and
 // the next Open replays 7 again: replay is idempotent. Only then are the
-// WAL files reset to offset 0, each in a new round; the stale frames left
+// WAL files cleared (a zero header at offset 0, synced), each for a new
+// round; the stale frames left
 // after the next round's frames are past its zero header, and of another
 // round, which ends the log on the next replay (see wal). The records
 // beyond wal-applied may be split over the two files
@@ -81,7 +82,13 @@ func (s *Store) replayWAL(cfg Config) (int, error) {
 		s.log.Info("store: replayed WAL", "records", len(groups), "through", s.walSeq)
 	}
 	for _, w := range s.wals {
-		w.reset()
+		// Durably: a first write of the next round that a power cut tears
+		// must not leave an earlier build's records (which have no round)
+		// at offset 0, beside a frame planted after them.
+		if err := w.clear(); err != nil {
+			s.closeWALs()
+			return 0, err
+		}
 		if err := w.useDirect(); err != nil {
 			s.closeWALs()
 			return 0, err

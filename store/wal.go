@@ -292,8 +292,9 @@ func newRound() uint64 {
 	}
 }
 
-// clear ends the log at offset 0, durably unless noSync: every record in
-// it is applied. Close clears both files, so that a build that reads only
+// clear ends the log at offset 0, durably unless noSync, and starts a new
+// round: every record in it is applied. Open clears both files after
+// replay, and Close after its flush, so that a build that reads only
 // earlier record versions can open the directory after a clean shutdown.
 func (w *wal) clear() error {
 	w.reset()
@@ -329,7 +330,8 @@ func (w *wal) close() error {
 //
 // It fails with ErrCorrupt when a frame of the log's round passes its
 // checksum and its tag but does not decode, or the first frame is of no
-// known version (a later build's log): that cannot result from a crash.
+// known version (a later build's log) or too short for its version: that
+// cannot result from a crash.
 func scanWAL(data []byte, applied uint64) (groups []walGroup, end int, err error) {
 	var prev, round uint64
 	var version byte

@@ -596,7 +596,8 @@ func forgeCRC(p []byte, want uint32, at int) {
 
 // An earlier build's log holds version 1 records, which have no round: the
 // first Open after the upgrade replays them, up to a stale frame of an
-// earlier round (a lower sequence), as that build did.
+// earlier round (a lower sequence), as that build did, then clears the log,
+// so that no torn write of the next round leaves them at offset 0.
 func TestWALOfAnEarlierBuildIsReplayed(t *testing.T) {
 	dir := t.TempDir()
 	s := openNoFlush(t, dir)
@@ -619,6 +620,9 @@ func TestWALOfAnEarlierBuildIsReplayed(t *testing.T) {
 	for i := range 3 {
 		requireValue(t, s, 0, fmt.Sprintf("k%d", i), fmt.Sprintf("v%d", i))
 	}
+	data, err = os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, make([]byte, walHeader), data[:walHeader], "the earlier build's records are left at offset 0")
 	m, err := s.Meta(0)
 	require.NoError(t, err)
 	require.Equal(t, Position{Epoch: 1, LSN: 3}, m.Position)

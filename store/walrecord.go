@@ -12,7 +12,7 @@ import (
 
 // The first byte of a WAL record's payload, its version. Version 1, the
 // format of earlier builds, is still read, for the first Open after an
-// upgrade; it has no round.
+// upgrade; it has no round and no tag.
 const (
 	walVersionNoRound = 1
 	walVersion        = 2
@@ -98,7 +98,7 @@ func recordTag(round uint64, p []byte) []byte {
 
 // recordRound splits a record's payload into its version, its round and
 // the rest (a version 2 record's tag included). ok is false for a payload
-// of neither version.
+// of neither version, or too short for version 2.
 func recordRound(p []byte) (version byte, round uint64, rest []byte, ok bool) {
 	switch {
 	case len(p) > 0 && p[0] == walVersionNoRound:
@@ -127,7 +127,7 @@ func tagged(p []byte) bool {
 func decodeGroup(p []byte) (walGroup, error) {
 	v, round, rest, ok := recordRound(p)
 	if !ok {
-		return walGroup{}, fmt.Errorf("%w: wal record of unknown version", ErrCorrupt)
+		return walGroup{}, fmt.Errorf("%w: wal record of unknown version, or short", ErrCorrupt)
 	}
 	if v == walVersion {
 		rest = rest[:len(rest)-walTag]
