@@ -53,7 +53,7 @@ func (s *Store) commitFast(group []*op) {
 	if len(accepted) > 0 {
 		seq := s.walSeq + 1
 		w := s.wals[s.active]
-		s.record = appendRecord(s.record[:0], walGroup{round: w.round, seq: seq, batches: accepted})
+		s.record = appendRecord(s.record[:0], walGroup{round: w.round, seq: seq, batches: accepted}, &s.tags)
 		err := w.append(s.record)
 		if cap(s.record) > maxKeptRecord {
 			s.record = nil // a rare large group's memory is not kept

@@ -46,6 +46,8 @@ type Store struct {
 	// record is the committer's buffer for the WAL record it writes,
 	// reused from one group to the next while under maxKeptRecord.
 	record []byte
+	// tags computes the records' tags. Owned by the committer.
+	tags tagger
 	// fastPath is false when data batches must go through bbolt
 	// transactions (Config.MaxSize is set).
 	fastPath bool

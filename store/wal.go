@@ -54,7 +54,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 //     value, ends the log even where a write was cut before its header
 //     (a buffered write cut by kill -9 between two pages, a direct one
 //     torn by a power cut);
-//   - every record ends with a tag keyed with the round (recordTag): a
+//   - every record ends with a tag keyed with the round (tagger): a
 //     write cut inside its own record leaves the record's start, round
 //     included, followed by older bytes, which a client who knew the
 //     record's tail could have chosen so that the linear CRC-32C still
@@ -335,6 +335,7 @@ func (w *wal) close() error {
 func scanWAL(data []byte, applied uint64) (groups []walGroup, end int, err error) {
 	var prev, round uint64
 	var version byte
+	var tags tagger
 	for off := 0; len(data)-off >= walHeader; {
 		n := binary.BigEndian.Uint32(data[off:])
 		if n == 0 || n > walMaxRecord || int64(n) > int64(len(data)-off-walHeader) {
@@ -344,7 +345,7 @@ func scanWAL(data []byte, applied uint64) (groups []walGroup, end int, err error
 		if crc32.Checksum(payload, castagnoli) != binary.BigEndian.Uint32(data[off+4:]) {
 			return groups, off, nil
 		}
-		if v, r, _, _ := recordRound(payload); off > 0 && (v != version || r != round) || !tagged(payload) {
+		if v, r, _, _ := recordRound(payload); off > 0 && (v != version || r != round) || !tags.tagged(payload) {
 			return groups, off, nil
 		}
 		g, err := decodeGroup(payload)

@@ -546,8 +546,8 @@ func TestSplicedRecordThatPassesItsChecksumIsNotReplayed(t *testing.T) {
 			{partition: partition, epoch: e, lsn: 2, writes: []KV{{Key: []byte("k2"), Value: []byte("vvvv")}}},
 		}}
 	}
-	rec := appendRecord(nil, group(0x5ec12e7, 1, 1)) // what the store wrote
-	forged := appendRecord(nil, group(0, 7, 9))      // the attacker's earlier value, of another round
+	rec := appendRecord(nil, group(0x5ec12e7, 1, 1), new(tagger)) // what the store wrote
+	forged := appendRecord(nil, group(0, 7, 9), new(tagger))      // the attacker's earlier value, of another round
 	require.Len(t, forged, len(rec))
 	spliced := append(bytes.Clone(rec[:walBlock]), forged[walBlock:]...) // the write cut after its first block
 	forgeCRC(spliced[walHeader:], binary.BigEndian.Uint32(rec[4:]), bytes.LastIndex(spliced, []byte("vvvv"))-walHeader)
@@ -666,7 +666,7 @@ func TestCleanCloseEmptiesTheWAL(t *testing.T) {
 // recordOfVersion1 returns g's record as builds before WAL version 2
 // wrote it: version 1, no round and no tag.
 func recordOfVersion1(g walGroup) []byte {
-	payload := appendRecord(nil, g)[walHeader:]
+	payload := appendRecord(nil, g, new(tagger))[walHeader:]
 	frame := append(make([]byte, walHeader), walVersionNoRound)
 	frame = append(frame, payload[9:len(payload)-walTag]...)
 	sealFrame(frame)
@@ -699,14 +699,14 @@ func walRecord(seq uint64) []byte { return walRecordOf(0, seq, []byte("v")) }
 // writes value to one key.
 func walRecordOf(round, seq uint64, value []byte) []byte {
 	return appendRecord(nil, walGroup{round: round, seq: seq, batches: []walBatch{{partition: 1, epoch: 1, lsn: seq,
-		writes: []KV{{Key: []byte("k"), Value: value}}}}})
+		writes: []KV{{Key: []byte("k"), Value: value}}}}}, new(tagger))
 }
 
 // FuzzScanWAL feeds arbitrary bytes to the WAL scanner: it must never
 // panic, and what it returns must re-encode to frames it accepts again.
 func FuzzScanWAL(f *testing.F) {
 	f.Add(appendRecord(nil, walGroup{seq: 1, batches: []walBatch{{partition: 2, epoch: 3, lsn: 4,
-		writes: []KV{{Key: []byte("k"), Value: []byte("v")}, {Key: []byte("d")}}, requestID: []byte("r"), record: make([]byte, 9)}}}))
+		writes: []KV{{Key: []byte("k"), Value: []byte("v")}, {Key: []byte("d")}}, requestID: []byte("r"), record: make([]byte, 9)}}}, new(tagger)))
 	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 0, 7})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		groups, end, err := scanWAL(data, 0)
@@ -717,7 +717,7 @@ func FuzzScanWAL(f *testing.F) {
 		require.LessOrEqual(t, end, len(data))
 		var again []byte
 		for _, g := range groups {
-			again = appendRecord(again, g)
+			again = appendRecord(again, g, new(tagger))
 		}
 		regrouped, _, err := scanWAL(again, 0)
 		require.NoError(t, err)

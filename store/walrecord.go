@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"hash"
 
 	"github.com/singlewriter/singlewriter/epoch"
 	"github.com/singlewriter/singlewriter/internal/wire"
@@ -54,11 +55,11 @@ type walGroup struct {
 //	    partition, epoch, lsn, writes count,
 //	    per write: key, has value (bool), [value],
 //	    request ID, [dedup record if the request ID is not empty]
-//	then the tag (recordTag) of everything before it
+//	then the tag (tagger) of everything before it
 //
 // numbers as uvarints, byte strings length-prefixed. The round has a fixed
 // place, so that replay can compare it before decoding the rest.
-func appendRecord(dst []byte, g walGroup) []byte {
+func appendRecord(dst []byte, g walGroup, t *tagger) []byte {
 	start := len(dst)
 	dst = append(dst, make([]byte, walHeader)...)
 	dst = binary.BigEndian.AppendUint64(append(dst, walVersion), g.round)
@@ -76,7 +77,7 @@ func appendRecord(dst []byte, g walGroup) []byte {
 		}
 	}
 	rec := e.Out()
-	rec = append(rec, recordTag(g.round, rec[start+walHeader:])...)
+	rec = append(rec, t.tag(g.round, rec[start+walHeader:])...)
 	sealFrame(rec[start:])
 	return rec
 }
@@ -84,16 +85,30 @@ func appendRecord(dst []byte, g walGroup) []byte {
 // walTag is the length of a version 2 record's tag.
 const walTag = 8
 
-// recordTag is the tag of a version 2 record whose payload before the tag
-// is p: HMAC-SHA256 keyed with the round, cut to walTag bytes. The frame's
-// CRC-32C is linear: a write cut inside its own record could leave the
-// record's start followed by older bytes, which a client who knew the
-// record's tail could have chosen so that the checksum still passes. The
-// tag depends on the round, which no client sees.
-func recordTag(round uint64, p []byte) []byte {
-	mac := hmac.New(sha256.New, binary.BigEndian.AppendUint64(nil, round))
-	mac.Write(p)
-	return mac.Sum(nil)[:walTag]
+// tagger computes the tags of version 2 records: HMAC-SHA256 keyed with
+// the record's round, cut to walTag bytes. The frame's CRC-32C is linear:
+// a write cut inside its own record could leave the record's start
+// followed by older bytes, which a client who knew the record's tail could
+// have chosen so that the checksum still passes. The tag depends on the
+// round, which no client sees. A tagger keeps the HMAC of the last round
+// it used; one goroutine uses it at a time (the committer, or Open).
+type tagger struct {
+	round uint64
+	mac   hash.Hash
+	sum   []byte
+}
+
+// tag returns the tag of a record of round whose payload before the tag is
+// p, valid until the next call.
+func (t *tagger) tag(round uint64, p []byte) []byte {
+	if t.mac == nil || t.round != round {
+		t.round, t.mac = round, hmac.New(sha256.New, binary.BigEndian.AppendUint64(nil, round))
+	} else {
+		t.mac.Reset()
+	}
+	t.mac.Write(p)
+	t.sum = t.mac.Sum(t.sum[:0])
+	return t.sum[:walTag]
 }
 
 // recordRound splits a record's payload into its version, its round and
@@ -112,17 +127,17 @@ func recordRound(p []byte) (version byte, round uint64, rest []byte, ok bool) {
 // tagged reports whether a record's payload p passes its tag check. A
 // version 1 record has no tag, and decodeGroup refuses a payload of
 // neither version.
-func tagged(p []byte) bool {
+func (t *tagger) tagged(p []byte) bool {
 	v, round, _, ok := recordRound(p)
 	if !ok || v != walVersion {
 		return true
 	}
 	body := p[:len(p)-walTag]
-	return hmac.Equal(recordTag(round, body), p[len(body):])
+	return hmac.Equal(t.tag(round, body), p[len(body):])
 }
 
 // decodeGroup is the inverse of appendRecord's payload, whose tag it does
-// not check (see tagged). It returns an ErrCorrupt for anything
+// not check (see tagger.tagged). It returns an ErrCorrupt for anything
 // appendRecord cannot have produced.
 func decodeGroup(p []byte) (walGroup, error) {
 	v, round, rest, ok := recordRound(p)
