@@ -199,12 +199,10 @@ func (pe *partExec) run(n *Node, j *job) {
 	}
 	req := &Request{Key: j.req.Key, Method: j.req.Method, Payload: j.req.Payload, Partition: pe.p, Epoch: lease.Epoch, State: st}
 	ctx := handlerContext(j.ctx, n, j.req.Key)
-	returned := false
 	defer func() {
-		if !returned {
+		if !ctx.returned.Swap(true) {
 			// The handler ended this goroutine (runtime.Goexit): its call
 			// fails, and a new worker takes the rest of the key's queue.
-			ctx.returned.Store(true)
 			lease.Release()
 			n.exec.answer(j, handlerFailed(errors.New("the handler ended its goroutine (runtime.Goexit)")))
 			n.wg.Add(1)
@@ -213,7 +211,6 @@ func (pe *partExec) run(n *Node, j *job) {
 	}()
 	body, err := callHandler(ctx, j.h, req)
 	ctx.returned.Store(true)
-	returned = true
 	if err != nil {
 		lease.Release()
 		n.exec.answer(j, handlerFailed(err))

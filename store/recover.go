@@ -26,10 +26,10 @@ import (
 // one synced transaction, so a crash during replay leaves the file at 6 and
 // the next Open replays 7 again: replay is idempotent. Only then are the
 // WAL files cleared (a zero header at offset 0, synced), each for a new
-// round; the stale frames left
-// after the next round's frames are past its zero header, and of another
-// round, which ends the log on the next replay (see wal). The records
-// beyond wal-applied may be split over the two files
+// round; the stale frames left after the next round's frames are past its
+// zero header, and of another round, which ends the log on the next
+// replay (see wal). The records beyond wal-applied may be split over the
+// two files
 // (a crash during a background flush: the flushing file holds 5..7, the
 // active one 8..9); they are merged by sequence.
 //
@@ -82,14 +82,16 @@ func (s *Store) replayWAL(cfg Config) (int, error) {
 		s.log.Info("store: replayed WAL", "records", len(groups), "through", s.walSeq)
 	}
 	for _, w := range s.wals {
-		// Durably: a first write of the next round that a power cut tears
-		// must not leave an earlier build's records (which have no round)
-		// at offset 0, beside a frame planted after them.
-		if err := w.clear(); err != nil {
-			s.closeWALs()
-			return 0, err
+		// The log must end at offset 0 durably: a first write of the next
+		// round that a power cut tears must not leave an earlier build's
+		// records (which have no round) there, beside a frame planted
+		// after them. useDirect's zero block does it for a direct log.
+		w.reset()
+		err := w.useDirect()
+		if err == nil && w.direct == nil {
+			err = w.clear()
 		}
-		if err := w.useDirect(); err != nil {
+		if err != nil {
 			s.closeWALs()
 			return 0, err
 		}

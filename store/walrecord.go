@@ -112,14 +112,14 @@ func (t *tagger) tag(round uint64, p []byte) []byte {
 }
 
 // recordRound splits a record's payload into its version, its round and
-// the rest (a version 2 record's tag included). ok is false for a payload
+// the rest (without a version 2 record's tag). ok is false for a payload
 // of neither version, or too short for version 2.
 func recordRound(p []byte) (version byte, round uint64, rest []byte, ok bool) {
 	switch {
 	case len(p) > 0 && p[0] == walVersionNoRound:
 		return p[0], 0, p[1:], true
 	case len(p) >= 9+walTag && p[0] == walVersion:
-		return p[0], binary.BigEndian.Uint64(p[1:]), p[9:], true
+		return p[0], binary.BigEndian.Uint64(p[1:]), p[9 : len(p)-walTag], true
 	}
 	return 0, 0, nil, false
 }
@@ -140,12 +140,9 @@ func (t *tagger) tagged(p []byte) bool {
 // not check (see tagger.tagged). It returns an ErrCorrupt for anything
 // appendRecord cannot have produced.
 func decodeGroup(p []byte) (walGroup, error) {
-	v, round, rest, ok := recordRound(p)
+	_, round, rest, ok := recordRound(p)
 	if !ok {
 		return walGroup{}, fmt.Errorf("%w: wal record of unknown version, or short", ErrCorrupt)
-	}
-	if v == walVersion {
-		rest = rest[:len(rest)-walTag]
 	}
 	d := wire.NewDecoder(rest)
 	g := walGroup{round: round, seq: d.Uvarint()}
