@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"runtime/trace"
 	"syscall"
 	"time"
 
@@ -44,6 +45,7 @@ type options struct {
 	clients    string
 	cpuProfile string
 	memProfile string
+	trace      string
 }
 
 func main() {
@@ -59,6 +61,7 @@ func main() {
 	flag.StringVar(&o.clients, "clients", "", "comma-separated client counts (default 1,8,64,256; 1,64 with -quick)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE`")
 	flag.StringVar(&o.memProfile, "memprofile", "", "write a profile of the whole run's allocations to `FILE`")
+	flag.StringVar(&o.trace, "trace", "", "write an execution trace of the whole run to `FILE` (go tool trace)")
 	flag.Parse()
 	os.Exit(run(o))
 }
@@ -77,6 +80,16 @@ func run(o options) int {
 		}
 		pprof.StartCPUProfile(f)
 		cl.push("cpu profile", func() error { pprof.StopCPUProfile(); return f.Close() })
+	}
+	if o.trace != "" {
+		f, err := os.Create(o.trace)
+		if err != nil {
+			return fail(err)
+		}
+		if err := trace.Start(f); err != nil {
+			return fail(errors.Join(err, f.Close()))
+		}
+		cl.push("execution trace", func() error { trace.Stop(); return f.Close() })
 	}
 	if o.memProfile != "" {
 		f, err := os.Create(o.memProfile)
