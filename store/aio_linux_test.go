@@ -3,15 +3,18 @@
 package store
 
 import (
+	"context"
 	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
 )
 
 // openAsync returns an asyncWriter over a new zero-filled file of size
@@ -266,4 +269,54 @@ func TestEventOfAnotherRequestFailsTheWrite(t *testing.T) {
 	got, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.Equal(t, byte('s'), got[walBlock])
+}
+
+// A commit that is the committer's only work is written synchronously,
+// unless another log write of the process is in progress; a group of
+// several goes through the poller.
+func TestLoneCommitIsWrittenSynchronouslyAndAGroupThroughThePoller(t *testing.T) {
+	s, err := Open(Config{Dir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	var submits atomic.Int64
+	for _, w := range s.wals {
+		a, ok := w.direct.(*asyncWriter)
+		if !ok {
+			t.Skip("the test's temporary directory gets no asynchronous log writes (see TestOnlyExt4AndXFSGetAsynchronousWrites)")
+		}
+		a.ioSubmit = func(ctx uintptr, cb *iocb) syscall.Errno {
+			submits.Add(1)
+			return kernelSubmit(ctx, cb)
+		}
+	}
+	ctx := context.Background()
+	require.NoError(t, put(ctx, s, 1, 1, "alone", "v"))
+	require.Zero(t, submits.Load(), "a lone commit went through the poller")
+
+	// Another store's log write in progress: the processor may be needed.
+	logWrites.Add(1)
+	err = put(ctx, s, 1, 1, "beside another write", "v")
+	logWrites.Add(-1)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), submits.Load(), "a lone commit beside another log write was written synchronously")
+
+	// Two batches queued while the committer is busy commit as one group.
+	busy, release := make(chan struct{}), make(chan struct{})
+	slow := make(chan error, 1)
+	go func() {
+		slow <- s.do(ctx, noPartition, func(*bolt.Tx) (error, error) {
+			close(busy)
+			<-release
+			return nil, nil
+		})
+	}()
+	<-busy
+	first := s.Submit(&Batch{Partition: 1, Epoch: 1, Writes: []KV{{Key: []byte("a"), Value: []byte("1")}}})
+	second := s.Submit(&Batch{Partition: 2, Epoch: 1, Writes: []KV{{Key: []byte("b"), Value: []byte("2")}}})
+	close(release)
+	require.NoError(t, <-slow)
+	require.NoError(t, first.Wait(ctx))
+	require.NoError(t, second.Wait(ctx))
+	require.Equal(t, int64(2), submits.Load(), "a group of two was not written through the poller, once")
+	requireValue(t, s, 2, "b", "2")
 }

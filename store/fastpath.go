@@ -54,7 +54,8 @@ func (s *Store) commitFast(group []*op) {
 		seq := s.walSeq + 1
 		w := s.wals[s.active]
 		s.record = appendRecord(s.record[:0], walGroup{round: w.round, seq: seq, batches: accepted}, &s.tags)
-		err := w.append(s.record)
+		// A group of one: nothing else was queued, a processor is free.
+		err := w.append(s.record, len(group) == 1)
 		if cap(s.record) > maxKeptRecord {
 			s.record = nil // a rare large group's memory is not kept
 		}

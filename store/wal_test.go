@@ -455,7 +455,7 @@ func TestDirectWALHoldsEveryRecordAcrossBlocks(t *testing.T) {
 			for j := range value {
 				value[j] = byte(rng.Uint32())
 			}
-			require.NoError(t, w.append(walRecordOf(w.round, seq, value)))
+			require.NoError(t, w.append(walRecordOf(w.round, seq, value), false))
 			want = append(want, seq)
 			data, err := os.ReadFile(path)
 			require.NoError(t, err)
@@ -503,7 +503,7 @@ func TestReplayStopsAtTheLogsEndBeforeAFrameHiddenInAStaleValue(t *testing.T) {
 					value := bytes.Repeat([]byte{0xaa}, 3*walBlock)
 					start := bytes.Index(walRecordOf(w.round, 1, value), value)
 					copy(value[walBlock-start:], frame)
-					require.NoError(t, w.append(walRecordOf(w.round, 1, value)))
+					require.NoError(t, w.append(walRecordOf(w.round, 1, value), false))
 					w.reset()
 
 					path := filepath.Join(dir, walFileName(0))
@@ -513,7 +513,7 @@ func TestReplayStopsAtTheLogsEndBeforeAFrameHiddenInAStaleValue(t *testing.T) {
 					for len(walRecordOf(w.round, 2, make([]byte, n))) < walBlock {
 						n++
 					}
-					require.NoError(t, w.append(walRecordOf(w.round, 2, make([]byte, n))))
+					require.NoError(t, w.append(walRecordOf(w.round, 2, make([]byte, n)), false))
 					require.EqualValues(t, walBlock, w.off, "round 2 ends on a block boundary")
 					data, err := os.ReadFile(path)
 					require.NoError(t, err)
