@@ -30,11 +30,12 @@ type result struct {
 	Unacked    uint64 `json:"unacked_writes"`
 	Durable    bool   `json:"durable"`
 	FirstError string `json:"first_error,omitempty"`
-	// FloorUs and ReplicatedFloorUs are the floors (see floor) probed just
-	// before a single-client cell of a target row: the disk's speed
-	// drifts between the run's first probe and the cell.
+	// FloorUs, ReplicatedFloorUs and RoutedUs are the floors (see floor)
+	// probed just before a single-client cell of a target row: the disk's
+	// speed drifts between the run's first probe and the cell.
 	FloorUs           float64 `json:"floor_us,omitempty"`
 	ReplicatedFloorUs float64 `json:"replicated_floor_us,omitempty"`
+	RoutedUs          float64 `json:"routed_write_us,omitempty"`
 }
 
 // tally is what one client measured.

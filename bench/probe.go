@@ -33,15 +33,32 @@ type floor struct {
 	// cheapest method, to two files on the same disk: what a majority of
 	// three replicas sharing this machine's disk waits for.
 	pair time.Duration
+	// routed is the median time of a loopback ping-pong whose receiver
+	// makes one durable write of the cheapest method before it answers:
+	// total's parts made as one operation, with the idle time between them
+	// that a call has too. Shown for information; the target is on total.
+	routed time.Duration
 }
 
 // durableWrite is the median time of one way to make a small write durable.
 type durableWrite struct {
 	how string
 	d   time.Duration
-	// probe times n writes this way, each made by writers goroutines at
-	// once to files of their own.
-	probe func(dir string, n, writers int) (time.Duration, error)
+	// open prepares n writes this way for each of writers goroutines, to
+	// files of their own in dir: write i of each of them, and a func that
+	// closes and removes the files.
+	open func(dir string, n, writers int) (writes []func(i int) error, remove func(), err error)
+}
+
+// time returns the median time of n writes made this way by writers
+// goroutines at once.
+func (w durableWrite) time(dir string, n, writers int) (time.Duration, error) {
+	writes, remove, err := w.open(dir, n, writers)
+	if err != nil {
+		return 0, err
+	}
+	defer remove()
+	return timeWrites(n, writes)
 }
 
 // durable is the cheapest durable write's time.
@@ -67,23 +84,25 @@ func (f floor) String() string {
 		also = "; " + strings.Join(others, ", ")
 	}
 	return fmt.Sprintf("loopback round trip %v + durable write %v (%s%s) = %v\n"+
-		"Floor of a write replicated to 2 of 3 replicas on this one disk: 2 round trips + two concurrent durable writes %v = %v",
+		"Floor of a write replicated to 2 of 3 replicas on this one disk: 2 round trips + two concurrent durable writes %v = %v\n"+
+		"For information, the same parts made as one operation (a ping-pong whose receiver writes durably before it answers): %v",
 		f.rtt.Round(time.Microsecond), f.durable().Round(time.Microsecond), f.writes[0].how, also, f.total().Round(time.Microsecond),
-		f.pair.Round(time.Microsecond), f.replicated().Round(time.Microsecond))
+		f.pair.Round(time.Microsecond), f.replicated().Round(time.Microsecond), f.routed.Round(time.Microsecond))
 }
 
 // probeFloor measures the median of n TCP ping-pongs of 64 bytes on
 // 127.0.0.1, and the median of n small durable writes in dir made each
-// way this machine offers (probeSync, probeDirect); the floor takes the
-// cheapest, which is then timed two at a time.
+// way this machine offers (syncWrites, directWrites); the floor takes the
+// cheapest, which is then timed two at a time, and behind a ping-pong's
+// receiver.
 func probeFloor(dir string, n int) (floor, error) {
-	rtt, err := probeRTT(n)
+	rtt, err := pingPong(n, func(c net.Conn) { io.Copy(c, c) })
 	if err != nil {
 		return floor{}, fmt.Errorf("probe loopback: %w", err)
 	}
 	fl := floor{rtt: rtt}
-	for _, p := range []durableWrite{{how: "write + fdatasync", probe: probeSync}, {how: "O_DIRECT|O_DSYNC write", probe: probeDirect}} {
-		p.d, err = p.probe(dir, n, 1)
+	for _, p := range []durableWrite{{how: "write + fdatasync", open: syncWrites}, {how: "O_DIRECT|O_DSYNC write", open: directWrites}} {
+		p.d, err = p.time(dir, n, 1)
 		if errors.Is(err, errUnsupported) {
 			continue
 		}
@@ -93,13 +112,39 @@ func probeFloor(dir string, n int) (floor, error) {
 		fl.writes = append(fl.writes, p)
 	}
 	slices.SortFunc(fl.writes, func(a, b durableWrite) int { return cmp.Compare(a.d, b.d) })
-	if fl.pair, err = fl.writes[0].probe(dir, n, 2); err != nil {
+	if fl.pair, err = fl.writes[0].time(dir, n, 2); err != nil {
 		return floor{}, fmt.Errorf("probe two concurrent %ss: %w", fl.writes[0].how, err)
+	}
+	if fl.routed, err = probeRouted(dir, n, fl.writes[0]); err != nil {
+		return floor{}, fmt.Errorf("probe a routed %s: %w", fl.writes[0].how, err)
 	}
 	return fl, nil
 }
 
-func probeRTT(n int) (time.Duration, error) {
+// probeRouted returns the median of n loopback ping-pongs of 64 bytes
+// whose receiver makes one durable write w before it answers.
+func probeRouted(dir string, n int, w durableWrite) (time.Duration, error) {
+	writes, remove, err := w.open(dir, n, 1)
+	if err != nil {
+		return 0, err
+	}
+	defer remove()
+	return pingPong(n, func(c net.Conn) {
+		buf := make([]byte, 64)
+		for i := 0; ; i++ {
+			if _, err := io.ReadFull(c, buf); err != nil || writes[0](i) != nil {
+				return // the client's read then fails
+			}
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+		}
+	})
+}
+
+// pingPong returns the median time of n round trips of 64 bytes to serve,
+// which answers on a TCP connection on 127.0.0.1 until it closes.
+func pingPong(n int, serve func(c net.Conn)) (time.Duration, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -111,7 +156,7 @@ func probeRTT(n int) (time.Duration, error) {
 			return
 		}
 		defer c.Close()
-		io.Copy(c, c) // echo until the client closes
+		serve(c)
 	}()
 	c, err := net.Dial("tcp", l.Addr().String())
 	if err != nil {
@@ -133,28 +178,42 @@ func probeRTT(n int) (time.Duration, error) {
 	return median(samples), nil
 }
 
-// probeSync times n 256-byte writes into a preallocated file, each
-// followed by fdatasync, by each of writers goroutines to its own file:
+// syncWrites prepares n 256-byte writes into a preallocated file, each
+// followed by fdatasync, for each of writers goroutines to its own file:
 // overwriting allocated blocks spares the journal a size change, as the
 // library's log does.
-func probeSync(dir string, n, writers int) (time.Duration, error) {
+func syncWrites(dir string, n, writers int) ([]func(i int) error, func(), error) {
 	buf := probeBytes(make([]byte, valueSize))
-	writes := make([]func(i int) error, writers)
-	for w := range writes {
-		f, err := preallocated(filepath.Join(dir, fmt.Sprintf("sync-probe-%d", w)), n*valueSize, 0)
-		if err != nil {
-			return 0, err
+	return preallocatedWrites(dir, "sync-probe", n*valueSize, 0, writers, func(f *os.File, i int) error {
+		if _, err := f.WriteAt(buf, int64(i*valueSize)); err != nil {
+			return err
 		}
-		defer os.Remove(f.Name())
-		defer f.Close()
-		writes[w] = func(i int) error {
-			if _, err := f.WriteAt(buf, int64(i*valueSize)); err != nil {
-				return err
-			}
-			return fdatasync(f)
+		return fdatasync(f)
+	})
+}
+
+// preallocatedWrites creates writers files in dir, each preallocated to
+// size bytes and opened with flags, and returns write i to each of them by
+// write, and a func that closes and removes them.
+func preallocatedWrites(dir, name string, size, flags, writers int, write func(f *os.File, i int) error) ([]func(i int) error, func(), error) {
+	var files []*os.File
+	remove := func() {
+		for _, f := range files {
+			f.Close()
+			os.Remove(f.Name())
 		}
 	}
-	return timeWrites(n, writes)
+	writes := make([]func(i int) error, writers)
+	for w := range writes {
+		f, err := preallocated(filepath.Join(dir, fmt.Sprintf("%s-%d", name, w)), size, flags)
+		if err != nil {
+			remove()
+			return nil, nil, err
+		}
+		files = append(files, f)
+		writes[w] = func(i int) error { return write(f, i) }
+	}
+	return writes, remove, nil
 }
 
 // timeWrites returns the median time of n rounds, in round i every one of

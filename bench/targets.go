@@ -76,11 +76,16 @@ func printTargets(w io.Writer, results []result, fl floor) (safe bool) {
 				if row == rowSingleWriterRF3 {
 					fmt.Fprintf(w, "; %.2fx the replicated floor of %.0fµs on this one disk", r.P50/replicatedUs, replicatedUs)
 				}
+				routedUs := micros(fl.routed)
 				if r.FloorUs > 0 {
 					fmt.Fprintf(w, "; probed again just before the cell, the floor was %.0fµs (%.2fx)", r.FloorUs, r.P50/r.FloorUs)
 					if row == rowSingleWriterRF3 {
 						fmt.Fprintf(w, " and the replicated floor %.0fµs (%.2fx)", r.ReplicatedFloorUs, r.P50/r.ReplicatedFloorUs)
 					}
+					routedUs = r.RoutedUs
+				}
+				if row == rowSingleWriter {
+					fmt.Fprintf(w, "; for information, %.2fx a routed write made as one operation (%.0fµs)", r.P50/routedUs, routedUs)
 				}
 				fmt.Fprintln(w)
 			}
