@@ -82,7 +82,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // whole pages too. On ext4 and xfs under Linux (amd64, arm64) the direct
 // writes go through AIO where the kernel offers it (see asyncWriter): the
 // committer waits for each in the network poller instead of holding a
-// processor.
+// processor, except for a lone write (see write).
 type wal struct {
 	f      *os.File
 	path   string
