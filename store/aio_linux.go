@@ -38,8 +38,8 @@ import (
 // back the processor of a system call that long anyway.
 //
 // A write that is the committer's only work (a group of one), while no
-// other log write of the process is in progress, skips the poller: see
-// wal.write.
+// other direct log write of the process is in progress, skips the poller:
+// see wal.write.
 //
 // Writes go through AIO only on ext4 and xfs, whose AIO completion of an
 // O_DSYNC direct write comes after the data is durable on every kernel

@@ -4,9 +4,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -275,32 +277,62 @@ func TestEventOfAnotherRequestFailsTheWrite(t *testing.T) {
 // unless another log write of the process is in progress; a group of
 // several goes through the poller.
 func TestLoneCommitIsWrittenSynchronouslyAndAGroupThroughThePoller(t *testing.T) {
-	s, err := Open(Config{Dir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
 	var submits atomic.Int64
-	for _, w := range s.wals {
-		a, ok := w.direct.(*asyncWriter)
-		if !ok {
-			t.Skip("the test's temporary directory gets no asynchronous log writes (see TestOnlyExt4AndXFSGetAsynchronousWrites)")
-		}
-		a.ioSubmit = func(ctx uintptr, cb *iocb) syscall.Errno {
-			submits.Add(1)
-			return kernelSubmit(ctx, cb)
-		}
-	}
+	s := openWithSubmit(t, func(ctx uintptr, cb *iocb) syscall.Errno {
+		submits.Add(1)
+		return kernelSubmit(ctx, cb)
+	})
 	ctx := context.Background()
 	require.NoError(t, put(ctx, s, 1, 1, "alone", "v"))
 	require.Zero(t, submits.Load(), "a lone commit went through the poller")
 
 	// Another store's log write in progress: the processor may be needed.
-	logWrites.Add(1)
-	err = put(ctx, s, 1, 1, "beside another write", "v")
-	logWrites.Add(-1)
-	require.NoError(t, err)
+	entered, blocked := make(chan struct{}), make(chan struct{})
+	release := sync.OnceFunc(func() { close(blocked) })
+	other := openWithSubmit(t, func(ctx uintptr, cb *iocb) syscall.Errno {
+		close(entered)
+		<-blocked
+		return kernelSubmit(ctx, cb)
+	})
+	t.Cleanup(release) // before other's Close, which waits for the write
+	otherDone := make(chan error, 1)
+	go func() { otherDone <- commitGroupOfTwo(ctx, other) }()
+	<-entered
+	require.NoError(t, put(ctx, s, 1, 1, "beside another write", "v"))
 	require.Equal(t, int64(1), submits.Load(), "a lone commit beside another log write was written synchronously")
+	release()
+	require.NoError(t, <-otherDone)
 
-	// Two batches queued while the committer is busy commit as one group.
+	require.NoError(t, commitGroupOfTwo(ctx, s))
+	require.Equal(t, int64(2), submits.Load(), "a group of two was not written through the poller, once")
+	requireValue(t, s, 2, "b", "2")
+
+	require.Zero(t, logWrites.Load(), "log writes still counted in progress")
+	require.NoError(t, put(ctx, s, 1, 1, "alone again", "v"))
+	require.Equal(t, int64(2), submits.Load(), "a lone commit after the others went through the poller")
+}
+
+// openWithSubmit opens a store, with fsync, in a new directory whose log
+// writes through the poller submit with submit. It skips where the log gets
+// no asynchronous writes.
+func openWithSubmit(t *testing.T, submit func(ctx uintptr, cb *iocb) syscall.Errno) *Store {
+	s, err := Open(Config{Dir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	for _, w := range s.wals {
+		a, ok := w.direct.(*asyncWriter)
+		if !ok {
+			t.Skip("the test's temporary directory gets no asynchronous log writes (see TestOnlyExt4AndXFSGetAsynchronousWrites)")
+		}
+		a.ioSubmit = submit
+	}
+	return s
+}
+
+// commitGroupOfTwo commits a=1 in partition 1 and b=2 in partition 2 at
+// epoch 1, which the committer takes as one group: they are queued while
+// a slow operation holds it.
+func commitGroupOfTwo(ctx context.Context, s *Store) error {
 	busy, release := make(chan struct{}), make(chan struct{})
 	slow := make(chan error, 1)
 	go func() {
@@ -314,9 +346,5 @@ func TestLoneCommitIsWrittenSynchronouslyAndAGroupThroughThePoller(t *testing.T)
 	first := s.Submit(&Batch{Partition: 1, Epoch: 1, Writes: []KV{{Key: []byte("a"), Value: []byte("1")}}})
 	second := s.Submit(&Batch{Partition: 2, Epoch: 1, Writes: []KV{{Key: []byte("b"), Value: []byte("2")}}})
 	close(release)
-	require.NoError(t, <-slow)
-	require.NoError(t, first.Wait(ctx))
-	require.NoError(t, second.Wait(ctx))
-	require.Equal(t, int64(2), submits.Load(), "a group of two was not written through the poller, once")
-	requireValue(t, s, 2, "b", "2")
+	return errors.Join(<-slow, first.Wait(ctx), second.Wait(ctx))
 }

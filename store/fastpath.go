@@ -54,7 +54,7 @@ func (s *Store) commitFast(group []*op) {
 		seq := s.walSeq + 1
 		w := s.wals[s.active]
 		s.record = appendRecord(s.record[:0], walGroup{round: w.round, seq: seq, batches: accepted}, &s.tags)
-		// A group of one: nothing else was queued, a processor is free.
+		// A group of one: nothing else was queued when it was taken.
 		err := w.append(s.record, len(group) == 1)
 		if cap(s.record) > maxKeptRecord {
 			s.record = nil // a rare large group's memory is not kept

@@ -213,8 +213,8 @@ func sealFrame(frame []byte) {
 // durable. On error the log's tail is unknown: the caller must stop using
 // the log (the store is poisoned); a best-effort zero header marks the end
 // again. It may use rec's spare capacity. alone says that rec is the
-// committer's only work: a direct log then writes it synchronously (see
-// write).
+// committer's only work: a direct log may then write it synchronously
+// (see write).
 func (w *wal) append(rec []byte, alone bool) error {
 	end := w.off + int64(len(rec))
 	if end+walHeader > w.size {
@@ -245,10 +245,10 @@ func (w *wal) tail() int { return int(w.off & (walBlock - 1)) }
 // boundary, which the file's size always is.
 //
 // A direct write goes through w.direct, or straight to the file, holding
-// the committer's processor, when alone is set and no other log write of
-// this process is in progress. The network poller (asyncWriter) frees the
-// processor for other goroutines, which a lone call does not need, at the
-// cost of the poller's round trip (an eventfd read, a parked thread woken,
+// the committer's processor, when alone is set and no other direct log
+// write of this process is in progress (logWrites). The network poller
+// (asyncWriter) frees the processor for other goroutines, which a lone
+// call does not need, at the cost of the poller's round trip (an eventfd read, a parked thread woken,
 // io_getevents): in the bench, single calls entered at their owner took
 // 180 µs at the median instead of 240 (8 alternating runs). The other
 // writes in progress matter where several nodes share a process (the
