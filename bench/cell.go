@@ -30,12 +30,14 @@ type result struct {
 	Unacked    uint64 `json:"unacked_writes"`
 	Durable    bool   `json:"durable"`
 	FirstError string `json:"first_error,omitempty"`
-	// FloorUs, ReplicatedFloorUs and RoutedUs are the floors (see floor)
-	// probed just before a single-client cell of a target row: the disk's
-	// speed drifts between the run's first probe and the cell.
+	// FloorUs and ReplicatedFloorUs are the floors (see floor), and
+	// RoutedProbeUs the probe of a routed write made as one operation
+	// (floor.routed, for information), probed just before a single-client
+	// cell of a target row: the disk's speed drifts between the run's
+	// first probe and the cell.
 	FloorUs           float64 `json:"floor_us,omitempty"`
 	ReplicatedFloorUs float64 `json:"replicated_floor_us,omitempty"`
-	RoutedUs          float64 `json:"routed_write_us,omitempty"`
+	RoutedProbeUs     float64 `json:"routed_probe_us,omitempty"`
 }
 
 // tally is what one client measured.

@@ -175,7 +175,7 @@ func (p *plan) runRow(ctx context.Context, e env, r row, id *uint16, bar *progre
 					return out, err
 				}
 				if fl.writes != nil {
-					res.FloorUs, res.ReplicatedFloorUs, res.RoutedUs = micros(fl.total()), micros(fl.replicated()), micros(fl.routed)
+					res.FloorUs, res.ReplicatedFloorUs, res.RoutedProbeUs = micros(fl.total()), micros(fl.replicated()), micros(fl.routed)
 				}
 				out = append(out, label(res, w, c))
 				bar.Add(1)

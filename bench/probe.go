@@ -96,7 +96,10 @@ func (f floor) String() string {
 // cheapest, which is then timed two at a time, and behind a ping-pong's
 // receiver.
 func probeFloor(dir string, n int) (floor, error) {
-	rtt, err := pingPong(n, func(c net.Conn) { io.Copy(c, c) })
+	rtt, err := pingPong(n, func(c net.Conn) error {
+		_, err := io.Copy(c, c)
+		return err
+	})
 	if err != nil {
 		return floor{}, fmt.Errorf("probe loopback: %w", err)
 	}
@@ -129,36 +132,52 @@ func probeRouted(dir string, n int, w durableWrite) (time.Duration, error) {
 		return 0, err
 	}
 	defer remove()
-	return pingPong(n, func(c net.Conn) {
+	return pingPong(n, func(c net.Conn) error {
 		buf := make([]byte, 64)
 		for i := 0; ; i++ {
-			if _, err := io.ReadFull(c, buf); err != nil || writes[0](i) != nil {
-				return // the client's read then fails
+			if _, err := io.ReadFull(c, buf); err != nil {
+				return err
+			}
+			if err := writes[0](i); err != nil {
+				return err
 			}
 			if _, err := c.Write(buf); err != nil {
-				return
+				return err
 			}
 		}
 	})
 }
 
 // pingPong returns the median time of n round trips of 64 bytes to serve,
-// which answers on a TCP connection on 127.0.0.1 until it closes.
-func pingPong(n int, serve func(c net.Conn)) (time.Duration, error) {
+// which answers on a TCP connection on 127.0.0.1 until it closes or fails.
+// It returns once serve has, with serve's error but for the end of the
+// connection.
+func pingPong(n int, serve func(c net.Conn) error) (time.Duration, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
+	served := make(chan error, 1)
 	go func() {
 		c, err := l.Accept()
-		if err != nil {
-			return
+		if err == nil {
+			err = serve(c)
+			c.Close()
 		}
-		defer c.Close()
-		serve(c)
+		served <- err
 	}()
-	c, err := net.Dial("tcp", l.Addr().String())
+	d, err := timePingPongs(l.Addr().String(), n)
+	l.Close() // ends an Accept still waiting
+	if serr := <-served; !errors.Is(serr, io.EOF) && !errors.Is(serr, net.ErrClosed) {
+		err = errors.Join(err, serr)
+	}
+	return d, err
+}
+
+// timePingPongs returns the median time of n round trips of 64 bytes to
+// addr, on a connection it then closes.
+func timePingPongs(addr string, n int) (time.Duration, error) {
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return 0, err
 	}

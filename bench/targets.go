@@ -82,7 +82,7 @@ func printTargets(w io.Writer, results []result, fl floor) (safe bool) {
 					if row == rowSingleWriterRF3 {
 						fmt.Fprintf(w, " and the replicated floor %.0fµs (%.2fx)", r.ReplicatedFloorUs, r.P50/r.ReplicatedFloorUs)
 					}
-					routedUs = r.RoutedUs
+					routedUs = r.RoutedProbeUs
 				}
 				if row == rowSingleWriter {
 					fmt.Fprintf(w, "; for information, %.2fx a routed write made as one operation (%.0fµs)", r.P50/routedUs, routedUs)
