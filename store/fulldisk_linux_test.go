@@ -5,7 +5,6 @@ package store
 import (
 	"context"
 	"encoding/binary"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,7 +41,7 @@ func TestFullDiskFailsTheCommitAndKeepsEveryAcknowledgedOne(t *testing.T) {
 	_ = s.Close()
 
 	copied := t.TempDir()
-	copyFiles(t, filepath.Join(dir, "store"), copied)
+	require.NoError(t, os.CopyFS(copied, os.DirFS(filepath.Join(dir, "store"))))
 	r, err := Open(Config{Dir: copied})
 	require.NoError(t, err)
 	defer r.Close()
@@ -86,24 +85,4 @@ func smallFileSystem(t *testing.T, size int64) string {
 		}
 	})
 	return dir
-}
-
-// copyFiles copies the regular files of dir into to.
-func copyFiles(t *testing.T, dir, to string) {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		src, err := os.Open(filepath.Join(dir, e.Name()))
-		require.NoError(t, err)
-		dst, err := os.Create(filepath.Join(to, e.Name()))
-		require.NoError(t, err)
-		_, err = io.Copy(dst, src)
-		require.NoError(t, err)
-		require.NoError(t, src.Close())
-		require.NoError(t, dst.Close())
-	}
 }

@@ -248,9 +248,10 @@ func (w *wal) tail() int { return int(w.off & (walBlock - 1)) }
 // the committer's processor, when alone is set and no other direct log
 // write of this process is in progress (logWrites). The network poller
 // (asyncWriter) frees the processor for other goroutines, which a lone
-// call does not need, at the cost of the poller's round trip (an eventfd read, a parked thread woken,
-// io_getevents): in the bench, single calls entered at their owner took
-// 180 µs at the median instead of 240 (8 alternating runs). The other
+// call does not need, at the cost of the poller's round trip (an eventfd
+// read, a parked thread woken, io_getevents): in the bench, single calls
+// entered at their owner took 180 µs at the median instead of 240 (8
+// alternating runs). The other
 // writes in progress matter where several nodes share a process (the
 // bench's three on 2 cores): synchronous writes of all of them held every
 // processor, and 8 clients lost up to a third of their throughput.
@@ -367,7 +368,8 @@ func scanWAL(data []byte, applied uint64) (groups []walGroup, end int, err error
 		if crc32.Checksum(payload, castagnoli) != binary.BigEndian.Uint32(data[off+4:]) {
 			return groups, off, nil
 		}
-		if v, r, _, _ := recordRound(payload); off > 0 && (v != version || r != round) || !tags.tagged(payload) {
+		v, r, _, _ := recordRound(payload)
+		if off > 0 && (v != version || r != round) || !tags.tagged(v, r, payload) {
 			return groups, off, nil
 		}
 		g, err := decodeGroup(payload)
@@ -377,7 +379,7 @@ func scanWAL(data []byte, applied uint64) (groups []walGroup, end int, err error
 		if off > 0 && g.seq != prev+1 {
 			return groups, off, nil
 		}
-		prev, round, version = g.seq, g.round, payload[0]
+		prev, round, version = g.seq, r, v
 		if g.seq > applied {
 			groups = append(groups, g)
 		}

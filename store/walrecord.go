@@ -124,12 +124,11 @@ func recordRound(p []byte) (version byte, round uint64, rest []byte, ok bool) {
 	return 0, 0, nil, false
 }
 
-// tagged reports whether a record's payload p passes its tag check. A
-// version 1 record has no tag, and decodeGroup refuses a payload of
-// neither version.
-func (t *tagger) tagged(p []byte) bool {
-	v, round, _, ok := recordRound(p)
-	if !ok || v != walVersion {
+// tagged reports whether a record's payload p, of version v and round
+// (recordRound), passes its tag check. A version 1 record has no tag, and
+// decodeGroup refuses a payload of neither version.
+func (t *tagger) tagged(v byte, round uint64, p []byte) bool {
+	if v != walVersion {
 		return true
 	}
 	body := p[:len(p)-walTag]
