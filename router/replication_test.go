@@ -312,10 +312,19 @@ func TestPausedOwnerWithReplicasIsFencedAndTheCallCompletesOnTheNewOwner(t *test
 
 	require.NoError(t, <-paused, "the call completes on the new owner")
 	require.EqualValues(t, 2, runs.Load(), "the handler ran on the paused owner, then on the new one")
-	require.NotZero(t, x.Stats().FencedCommits, "the paused owner's commit was refused")
 	v, err := entry.Call(ctx, key, "get", nil)
 	require.NoError(t, err)
 	require.Equal(t, uint64(4), binary.BigEndian.Uint64(v), "incremented exactly once")
+	// The paused owner answers after its commit is decided, but if that
+	// answer was lost, the retry did not wait for it.
+	var st Stats
+	waitFor(t, 30*time.Second, func() error {
+		if st = x.Stats(); st.FencedCommits+st.FailedCommits == 0 {
+			return fmt.Errorf("the paused owner's commit is not decided")
+		}
+		return nil
+	})
+	require.NotZero(t, st.FencedCommits, "the paused owner's commit was refused as stale (%d failed otherwise)", st.FailedCommits)
 	require.NoError(t, <-handedOff)
 	require.NoError(t, x.Leave(ctx))
 }

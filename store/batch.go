@@ -79,9 +79,10 @@ func (p *Pending) finish(err error) {
 
 // Submit queues b for the committer and returns at once. The batch is
 // applied only if its epoch passes the partition's fence (epoch.CheckWrite
-// against the promised epoch); it then raises the promise to b.Epoch if
-// lower and sets the position to (b.Epoch, LSN+1). A refused batch fails
-// with a *epoch.StaleError and writes nothing. An empty batch (no writes, no
+// against the promised epoch, or the newest claim known to be chosen: see
+// admit); it then raises the promise to b.Epoch if lower and sets the
+// position to (b.Epoch, LSN+1). A refused batch fails with a
+// *epoch.StaleError and writes nothing. An empty batch (no writes, no
 // request ID) is valid: it is an owner's start marker at a new epoch. The
 // caller must not modify b until Done is closed. An invalid batch fails
 // with ErrInvalid.
@@ -167,8 +168,19 @@ func fence(promised, e epoch.Epoch) error {
 // fence and, if it names one, m must be at its previous position. The
 // position carries the epoch of the batch that wrote it, so its check is an
 // epoch check too: a test build without fencing skips both.
+//
+// The fence is the promise, or the epoch of the newest claim m knows to be
+// chosen if that is higher: a replica may learn a claim (Choose) without
+// having promised its ballot, when the proposer's majority did not include
+// it, and a batch below that claim comes from an owner already replaced.
+// Refusing it is always safe, and it is refused as stale, not for its
+// position, so that its owner learns why.
 func admit(m Meta, b *Batch) error {
-	if err := fence(m.Promised, b.Epoch); err != nil {
+	floor := m.Promised
+	if m.HasChosen {
+		floor = max(floor, m.Chosen.Epoch)
+	}
+	if err := fence(floor, b.Epoch); err != nil {
 		return err
 	}
 	if b.Prev != nil && m.Position != *b.Prev && !testhook.FencingDisabled() {

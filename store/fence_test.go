@@ -71,6 +71,37 @@ func TestPromiseFencesOldEpochButAdmitsNew(t *testing.T) {
 	require.ErrorIs(t, put(ctx, s, 0, 5, "a", "zombie"), epoch.ErrStale)
 }
 
+// A replica can learn a claim without having promised its ballot: the
+// proposer's majority did not include it. The old owner's batches that
+// reach it afterwards are stale, and refused as such, with or without the
+// copy it drops when the new claim does not name it (whose position would
+// refuse them too, but as ErrPosition, which says nothing of the fence).
+func TestBatchBelowAClaimKnownChosenIsStaleWithoutAPromise(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	require.NoError(t, put(ctx, s, 0, 1, "a", "old owner"))
+	require.NoError(t, put(ctx, s, 1, 1, "a", "old owner"))
+	next := Claim{Epoch: 3, Base: 1, Owner: "b", Replicas: []string{"b", "c", "d"}}
+	for p := range 2 {
+		_, err := s.Choose(ctx, p, next, true)
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Drop(ctx, 1, next.Epoch))
+
+	for p := range 2 {
+		err := s.Commit(ctx, &Batch{Partition: p, Epoch: 1, Prev: &Position{Epoch: 1, LSN: 1}, Writes: []KV{{Key: []byte("a"), Value: []byte("zombie")}}})
+		var se *epoch.StaleError
+		require.True(t, errors.As(err, &se), "partition %d: %v", p, err)
+		require.Equal(t, epoch.Epoch(3), se.Promised)
+		m, err := s.Meta(p)
+		require.NoError(t, err)
+		require.Equal(t, epoch.Epoch(1), m.Promised, "learning a claim promises nothing")
+	}
+	requireValue(t, s, 0, "a", "old owner")
+	require.NoError(t, put(ctx, s, 0, 3, "a", "new owner"), "the chosen claim's own epoch passes")
+	requireValue(t, s, 0, "a", "new owner")
+}
+
 func TestPromiseMustBeStrictlyHigherAndRefusalReturnsCurrentMeta(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
