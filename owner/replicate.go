@@ -204,11 +204,15 @@ func (o *Owner) commitMarker(p int, c store.Claim) (store.Position, error) {
 // The batches are committed together: one durable commit for the whole
 // message.
 func (o *Owner) HandleReplicate(ctx context.Context, req Replicate) []error {
+	return o.handleReplicate(ctx, req, replicaTurnWait)
+}
+
+// handleReplicate is HandleReplicate with a batch that arrived before its
+// predecessor waiting for it at most turnWait for the whole message.
+func (o *Owner) handleReplicate(ctx context.Context, req Replicate, turnWait time.Duration) []error {
 	errs := make([]error, len(req.Batches))
 	pending := make([]queuedCommit, len(req.Batches))
-	// A batch that arrived before its predecessor waits for it, at most
-	// replicaTurnWait for the whole message.
-	turnCtx, cancel := context.WithTimeout(ctx, replicaTurnWait)
+	turnCtx, cancel := context.WithTimeout(ctx, turnWait)
 	defer cancel()
 	// A batch of a claim whose earlier batch in this message was refused
 	// here comes after it in the owner's numbering, so it cannot be
@@ -278,7 +282,7 @@ func (o *Owner) submitReplicated(ctx context.Context, b *store.Batch) (queuedCom
 		// Out of order because a newer claim moved this replica on? Then
 		// the owner must learn it was replaced, not that it lost a batch.
 		if m, merr := o.store.Meta(b.Partition); merr == nil {
-			if stale := epoch.CheckWrite(m.Promised, b.Epoch); stale != nil {
+			if stale := epoch.CheckWrite(m.Fence(), b.Epoch); stale != nil {
 				return nil, stale
 			}
 		}

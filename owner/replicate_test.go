@@ -55,6 +55,13 @@ func apply(ctx context.Context, r *Owner, b store.Batch) error {
 	return r.HandleReplicate(ctx, Replicate{Batches: []store.Batch{b}})[0]
 }
 
+// applyAfterItsTurn is apply for a batch that waits for its turn behind
+// a step of the test: it waits up to 30 s instead of replicaTurnWait, which
+// a loaded machine may take to make the step.
+func applyAfterItsTurn(ctx context.Context, r *Owner, b store.Batch) error {
+	return r.handleReplicate(ctx, Replicate{Batches: []store.Batch{b}}, 30*time.Second)[0]
+}
+
 func TestReplicaRefusesTheBatchOfADeposedOwner(t *testing.T) {
 	ctx := context.Background()
 	for _, fencing := range []bool{true, false} {
@@ -107,11 +114,31 @@ func TestReplicaTellsADeposedOwnerItWasReplacedAfterTheNewOwnersBatches(t *testi
 	require.Equal(t, "new owner", string(v))
 }
 
+// A replica that learned the new claim without promising its ballot (the
+// proposer's majority did without it) tells the deposed owner it was
+// replaced, whether the batch follows the replica's position or not.
+func TestReplicaTellsADeposedOwnerItWasReplacedWhenItOnlyLearnedTheNewClaim(t *testing.T) {
+	ctx := context.Background()
+	r, s := syncedReplicaOf(t)
+	require.NoError(t, apply(ctx, r, write(1, store.Position{}, "k", "old owner")))
+	_, err := s.Choose(ctx, 1, store.Claim{Epoch: 2, Base: 1, Owner: "b", Replicas: []string{"b", "r", "x"}}, true)
+	require.NoError(t, err)
+
+	next := write(1, store.Position{Epoch: 1, LSN: 1}, "k", "deposed owner")
+	afterAGap := write(1, store.Position{Epoch: 1, LSN: 3}, "k", "deposed owner") // batches 2 and 3 never come
+	for _, b := range []store.Batch{next, afterAGap} {
+		err := r.handleReplicate(ctx, Replicate{Batches: []store.Batch{b}}, 10*time.Millisecond)[0]
+		require.ErrorIs(t, err, epoch.ErrStale, "the batch after %v", *b.Prev)
+	}
+	v, _, _ := s.Get(1, []byte("k"))
+	require.Equal(t, "old owner", string(v))
+}
+
 func TestReplicaAppliesBatchesInTheOwnersOrderWhateverTheirArrival(t *testing.T) {
 	ctx := context.Background()
 	r, s := syncedReplicaOf(t)
 	second := make(chan error, 1)
-	go func() { second <- apply(ctx, r, write(1, store.Position{Epoch: 1, LSN: 1}, "k", "second")) }()
+	go func() { second <- applyAfterItsTurn(ctx, r, write(1, store.Position{Epoch: 1, LSN: 1}, "k", "second")) }()
 	pt := r.parts[1]
 	require.Eventually(t, func() bool { // the second batch arrived first and waits for its turn
 		pt.mu.Lock()

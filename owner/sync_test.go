@@ -463,7 +463,7 @@ func TestBatchWaitingForAKeptCopyGoesOn(t *testing.T) {
 	}
 	pos := store.Position{Epoch: 2, LSN: 4}
 	applied := make(chan error, 1)
-	go func() { applied <- apply(ctx, r, write(3, pos, "k", "from the new owner")) }()
+	go func() { applied <- applyAfterItsTurn(ctx, r, write(3, pos, "k", "from the new owner")) }()
 	waitForTurn(t, r, p, pos)
 
 	rep, err := r.HandleSync(ctx, Sync{P: p, Ballot: 3, Base: k2, Source: "a", Pos: pos, Wait: time.Second})
@@ -591,7 +591,7 @@ func TestBatchWaitingForACopyGoesOnOnceItIsInstalled(t *testing.T) {
 	<-src.fetching
 
 	applied := make(chan error, 1)
-	go func() { applied <- apply(ctx, r, write(5, pos, "k", "from the new owner")) }()
+	go func() { applied <- applyAfterItsTurn(ctx, r, write(5, pos, "k", "from the new owner")) }()
 	waitForTurn(t, r, p, pos)
 
 	close(src.release)

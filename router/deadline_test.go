@@ -56,10 +56,12 @@ func TestForwardedCallRunsUnderTheCallersDeadline(t *testing.T) {
 	_, err = entry.Call(ctx, key, "wait", nil)
 	require.ErrorIs(t, err, ErrUnavailable)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
+	// The owner's deadline is later than the caller's by the hop: its
+	// handler may start after Call returned.
 	select {
 	case <-started:
-	default:
-		t.Fatal("the call did not reach the owner's handler before its deadline")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call never reached the owner's handler")
 	}
 	select {
 	case err := <-ended:

@@ -79,8 +79,8 @@ func (p *Pending) finish(err error) {
 
 // Submit queues b for the committer and returns at once. The batch is
 // applied only if its epoch passes the partition's fence (epoch.CheckWrite
-// against the promised epoch, or the newest claim known to be chosen: see
-// admit); it then raises the promise to b.Epoch if lower and sets the
+// against Meta.Fence: the promise, or the newest claim known to be
+// chosen); it then raises the promise to b.Epoch if lower and sets the
 // position to (b.Epoch, LSN+1). A refused batch fails with a
 // *epoch.StaleError and writes nothing. An empty batch (no writes, no
 // request ID) is valid: it is an owner's start marker at a new epoch. The
@@ -168,19 +168,11 @@ func fence(promised, e epoch.Epoch) error {
 // fence and, if it names one, m must be at its previous position. The
 // position carries the epoch of the batch that wrote it, so its check is an
 // epoch check too: a test build without fencing skips both.
-//
-// The fence is the promise, or the epoch of the newest claim m knows to be
-// chosen if that is higher: a replica may learn a claim (Choose) without
-// having promised its ballot, when the proposer's majority did not include
-// it, and a batch below that claim comes from an owner already replaced.
-// Refusing it is always safe, and it is refused as stale, not for its
-// position, so that its owner learns why.
+// The epoch is checked against m.Fence, which counts a claim known to be
+// chosen: its old owner's batch is refused as stale, not for its position,
+// so that the owner learns it was replaced.
 func admit(m Meta, b *Batch) error {
-	floor := m.Promised
-	if m.HasChosen {
-		floor = max(floor, m.Chosen.Epoch)
-	}
-	if err := fence(floor, b.Epoch); err != nil {
+	if err := fence(m.Fence(), b.Epoch); err != nil {
 		return err
 	}
 	if b.Prev != nil && m.Position != *b.Prev && !testhook.FencingDisabled() {

@@ -92,7 +92,7 @@ func (s *Store) waitFlush() {
 // hold every acknowledged batch for the next Open.
 func (s *Store) finishFlush(err error) {
 	s.flushDone = nil
-	s.flushes.Add(1)
+	defer s.flushes.Add(1)
 	if err != nil {
 		s.poison(err, "flush")
 		return
@@ -111,8 +111,8 @@ func (s *Store) flush() error {
 	if s.failure != nil || s.mem.empty() {
 		return s.failure
 	}
+	defer s.flushes.Add(1)
 	err := s.db.Update(s.flushInto)
-	s.flushes.Add(1)
 	if err != nil {
 		s.poison(err, "flush")
 		return s.failure

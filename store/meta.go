@@ -72,6 +72,19 @@ type Meta struct {
 	Amnesia epoch.Epoch
 }
 
+// Fence is the lowest epoch a data batch may carry here: the promise, or
+// the epoch of the newest claim known to be chosen if that is higher. A
+// replica may learn a claim (Store.Choose) without having promised its
+// ballot, when the proposer's majority did not include it; a batch below
+// that claim comes from an owner already replaced, and refusing it is
+// always safe.
+func (m Meta) Fence() epoch.Epoch {
+	if m.HasChosen {
+		return max(m.Promised, m.Chosen.Epoch)
+	}
+	return m.Promised
+}
+
 // RecordCounts reports whether a replica in state m, recording claim c as
 // chosen, counts toward making c final: it knows no chosen claim newer
 // than c, and it accepted no successor of c's base newer than c (nor

@@ -64,7 +64,8 @@ type Store struct {
 	// one bbolt transaction each).
 	txs atomic.Uint64
 	// flushes counts the flush transactions (not the slow operations'
-	// transactions that flush on the way).
+	// transactions that flush on the way), each once its outcome is
+	// recorded: a reader that sees the count sees the flush's effects.
 	flushes atomic.Uint64
 
 	// memMu guards mem, metas, fileIDs and fileGen. The committer is the
