@@ -36,7 +36,9 @@ var ErrStale = errors.New("epoch: stale epoch")
 type StaleError struct {
 	// Got is the refused epoch.
 	Got Epoch
-	// Promised is the replica's promise at the time of the refusal.
+	// Promised is the epoch the refused one had to reach: the replica's
+	// promise at the time of the refusal or, for a data write, the epoch of
+	// a newer claim the replica knows to be chosen (store.Meta.Fence).
 	Promised Epoch
 }
 

@@ -34,7 +34,8 @@ type Transport interface {
 	// Replicate sends an owner's batches to a replica of their claims and
 	// returns once the replica answered, with one outcome per batch: nil
 	// once the replica holds it durably, an error matching epoch.ErrStale
-	// if the replica promised a newer epoch (see HandleReplicate).
+	// if the replica promised a newer epoch or knows a newer claim (see
+	// HandleReplicate).
 	Replicate(ctx context.Context, to string, req Replicate) ([]error, error)
 }
 

@@ -48,7 +48,8 @@ func (c *Commit) Done() <-chan struct{} {
 
 // Err returns the outcome, valid after Done: nil means a majority of the
 // claim's replicas hold the batch durably; an error matching epoch.ErrStale
-// means a replica promised a newer epoch (this owner was replaced).
+// means a replica promised a newer epoch or knows a newer claim (this owner
+// was replaced).
 func (c *Commit) Err() error {
 	if c.done == nil {
 		return c.local.Err()
@@ -197,7 +198,7 @@ func (o *Owner) commitMarker(p int, c store.Claim) (store.Position, error) {
 // HandleReplicate applies an owner's batches on this replica, in order,
 // each once every earlier batch of its partition's owner has been queued
 // here, and returns when they are durable, with one outcome per batch. It
-// refuses a batch below its promise (the fence) and one that does not
+// refuses a batch below its fence (store.Meta.Fence) and one that does not
 // follow its position (store.ErrPosition): a replica that missed a batch
 // refuses the rest until a new claim syncs it. A batch it queued already
 // (a message sent again) is confirmed, not applied twice (applyInTurn).
@@ -388,15 +389,15 @@ func notFollowing(b *store.Batch, queued store.Position) error {
 // here in its epoch, is held here: durably (no Pending to wait for), or
 // queued with lastQueued, whose commit implies b's (commits apply in
 // order). Only one owner writes at an epoch, so the batch at b's epoch and
-// position is b. It refuses b as stale if this replica promised a newer
-// epoch since. b is not held if the store moved under the queued position
+// position is b. It refuses b as stale if this replica's fence passed b's
+// epoch since (store.Meta.Fence). b is not held if the store moved under the queued position
 // (a Drop before forgetQueued).
 func (pt *partition) queuedAlready(b *store.Batch, meta func() (store.Meta, error)) (p queuedCommit, held bool, err error) {
 	m, err := meta()
 	if err != nil {
 		return nil, false, err
 	}
-	if stale := epoch.CheckWrite(m.Promised, b.Epoch); stale != nil {
+	if stale := epoch.CheckWrite(m.Fence(), b.Epoch); stale != nil {
 		return nil, false, stale
 	}
 	if m.Position.Epoch == b.Epoch && m.Position.LSN > b.Prev.LSN {

@@ -116,17 +116,19 @@ func TestReplicaTellsADeposedOwnerItWasReplacedAfterTheNewOwnersBatches(t *testi
 
 // A replica that learned the new claim without promising its ballot (the
 // proposer's majority did without it) tells the deposed owner it was
-// replaced, whether the batch follows the replica's position or not.
+// replaced, whether the batch follows the replica's position, comes after
+// a gap, or was applied already (its owner sent it again).
 func TestReplicaTellsADeposedOwnerItWasReplacedWhenItOnlyLearnedTheNewClaim(t *testing.T) {
 	ctx := context.Background()
 	r, s := syncedReplicaOf(t)
-	require.NoError(t, apply(ctx, r, write(1, store.Position{}, "k", "old owner")))
+	first := write(1, store.Position{}, "k", "old owner")
+	require.NoError(t, apply(ctx, r, first))
 	_, err := s.Choose(ctx, 1, store.Claim{Epoch: 2, Base: 1, Owner: "b", Replicas: []string{"b", "r", "x"}}, true)
 	require.NoError(t, err)
 
 	next := write(1, store.Position{Epoch: 1, LSN: 1}, "k", "deposed owner")
 	afterAGap := write(1, store.Position{Epoch: 1, LSN: 3}, "k", "deposed owner") // batches 2 and 3 never come
-	for _, b := range []store.Batch{next, afterAGap} {
+	for _, b := range []store.Batch{next, afterAGap, first} {
 		err := r.handleReplicate(ctx, Replicate{Batches: []store.Batch{b}}, 10*time.Millisecond)[0]
 		require.ErrorIs(t, err, epoch.ErrStale, "the batch after %v", *b.Prev)
 	}

@@ -233,10 +233,10 @@ func (c *checker) acting(node string, p int, v store.Claim, what string) {
 }
 
 // applied checks the fence at an apply site: nothing at e below the
-// promise in force.
-func (c *checker) applied(node string, p int, what string, e, promised epoch.Epoch) {
-	if err := epoch.CheckWrite(promised, e); err != nil {
-		c.s.violate(vFence, "%s applied %s to p%d at epoch %d below its promise %d", node, what, p, e, promised)
+// fence in force (a promise; for a data write, store.Meta.Fence).
+func (c *checker) applied(node string, p int, what string, e, fence epoch.Epoch) {
+	if err := epoch.CheckWrite(fence, e); err != nil {
+		c.s.violate(vFence, "%s applied %s to p%d at epoch %d below its fence %d", node, what, p, e, fence)
 	}
 }
 

@@ -752,7 +752,7 @@ func (n *simNode) retransmit(p int) {
 // already applied is acknowledged again.
 func (n *simNode) applyWrite(p int, e logEntry) (ok, fenced bool) {
 	m := n.meta(p)
-	if err := epoch.CheckWrite(m.Promised, e.Epoch); err != nil && !n.s.cfg.noFence {
+	if err := epoch.CheckWrite(m.Fence(), e.Epoch); err != nil && !n.s.cfg.noFence {
 		return false, true
 	}
 	if m.Position != e.Prev {
@@ -763,7 +763,7 @@ func (n *simNode) applyWrite(p int, e logEntry) (ok, fenced bool) {
 		}
 		return false, false
 	}
-	n.s.chk.applied(n.name, p, "write "+e.ID, e.Epoch, m.Promised)
+	n.s.chk.applied(n.name, p, "write "+e.ID, e.Epoch, m.Fence())
 	m.Promised = max(m.Promised, e.Epoch)
 	m.Position = store.Position{Epoch: e.Epoch, LSN: e.LSN}
 	n.logs[p] = append(n.logs[p], e)

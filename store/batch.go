@@ -22,8 +22,9 @@ type KV struct {
 type Batch struct {
 	// Partition is the partition written.
 	Partition int
-	// Epoch is the writer's epoch; the batch is refused if the partition has
-	// promised a higher one.
+	// Epoch is the writer's epoch; the batch is refused if the partition's
+	// fence (Meta.Fence: its promise, or a newer claim known to be chosen)
+	// is higher.
 	Epoch epoch.Epoch
 	// Writes are applied in order.
 	Writes []KV

@@ -7,7 +7,8 @@
 // Every mutation that could let a deposed owner change data is fenced: it
 // names (partition, epoch) and is refused with a *epoch.StaleError
 // (errors.Is(err, epoch.ErrStale)) when the partition has promised a higher
-// epoch. The refused operation writes nothing.
+// epoch (a data batch: or knows a newer claim to be chosen, Meta.Fence). The
+// refused operation writes nothing.
 //
 // The smallest use:
 //
