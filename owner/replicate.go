@@ -390,8 +390,8 @@ func notFollowing(b *store.Batch, queued store.Position) error {
 // queued with lastQueued, whose commit implies b's (commits apply in
 // order). Only one owner writes at an epoch, so the batch at b's epoch and
 // position is b. It refuses b as stale if this replica's fence passed b's
-// epoch since (store.Meta.Fence). b is not held if the store moved under the queued position
-// (a Drop before forgetQueued).
+// epoch since (store.Meta.Fence). b is not held if the store moved under
+// the queued position (a Drop before forgetQueued).
 func (pt *partition) queuedAlready(b *store.Batch, meta func() (store.Meta, error)) (p queuedCommit, held bool, err error) {
 	m, err := meta()
 	if err != nil {

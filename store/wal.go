@@ -251,10 +251,10 @@ func (w *wal) tail() int { return int(w.off & (walBlock - 1)) }
 // call does not need, at the cost of the poller's round trip (an eventfd
 // read, a parked thread woken, io_getevents): in the bench, single calls
 // entered at their owner took 180 µs at the median instead of 240 (8
-// alternating runs). The other
-// writes in progress matter where several nodes share a process (the
-// bench's three on 2 cores): synchronous writes of all of them held every
-// processor, and 8 clients lost up to a third of their throughput.
+// alternating runs). The other writes in progress matter where several
+// nodes share a process (the bench's three on 2 cores): synchronous writes
+// of all of them held every processor, and 8 clients lost up to a third of
+// their throughput.
 func (w *wal) write(b []byte, alone bool) error {
 	if w.direct == nil {
 		if _, err := w.f.WriteAt(append(b, make([]byte, walHeader)...), w.off); err != nil || w.noSync {
