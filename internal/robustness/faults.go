@@ -24,6 +24,10 @@ const (
 	// bouncePause is the handler pause of bounce: long enough for a join,
 	// its acquisitions, a leave and its handoffs.
 	bouncePause = 3 * time.Second
+	// movePause bounds the pause of a handler that wakes once its
+	// partition moved (join): a join on a loaded machine can take seconds,
+	// and a handler that wakes before the move is not late.
+	movePause = 5 * time.Second
 	// quickRestart is how long a wiped node stays down in wipe-fast:
 	// shorter than failure detection, so the others never see it gone.
 	quickRestart = 500 * time.Millisecond
@@ -194,15 +198,26 @@ func (f *faults) pausedHandoff() error {
 	return f.restart(n)
 }
 
-// join adds a new node with every other node's handlers paused, so that
-// the partitions moving to it fence the paused commits.
+// join adds a new node with the handlers of the keys that move to it
+// paused on every other node until their partitions moved, so that the
+// paused commits are late and must be fenced.
 func (f *faults) join() (*node, error) {
-	return f.joinPausing(f.moving(fmt.Sprintf("n%d", len(f.c.all()))))
+	keys := f.moving(fmt.Sprintf("n%d", len(f.c.all())))
+	for _, n := range f.c.running() {
+		f.c.pause(n, api.Pause{Sleep: movePause, Keys: keys, UntilMoved: true})
+	}
+	return f.add()
 }
 
-// joinPausing is join with the given keys' handlers paused.
+// joinPausing is join with the given keys' handlers paused for
+// handlerPause.
 func (f *faults) joinPausing(keys []string) (*node, error) {
 	f.armPauses(keys, f.c.running()...)
+	return f.add()
+}
+
+// add starts a new node and waits until it joined.
+func (f *faults) add() (*node, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 	n, err := f.c.add(ctx)
@@ -345,13 +360,11 @@ func (f *faults) bounce() error {
 	for _, n := range running {
 		f.waitPaused(n)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
-	defer cancel()
-	n, err := f.c.add(ctx)
+	n, err := f.add()
 	if err != nil {
 		return err
 	}
-	f.logf("joined %s, handlers of %v paused", n.name, moving)
+	f.logf("handlers of %v paused while %s joins", moving, n.name)
 	f.settle()
 	f.logf("%s leaves", n.name)
 	if err := f.c.leave(n); err != nil {

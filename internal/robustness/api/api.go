@@ -119,6 +119,11 @@ type Fault struct {
 type Pause struct {
 	// Sleep is how long each paused handler sleeps.
 	Sleep time.Duration `json:"sleep"`
+	// UntilMoved ends a pause as soon as the node knows a claim of the
+	// key's partition newer than the one the handler runs under: its
+	// partition moved, and its write is late. Sleep is then the longest
+	// pause.
+	UntilMoved bool `json:"until_moved"`
 	// Keys are the keys whose next write handler pauses.
 	Keys []string `json:"keys"`
 }

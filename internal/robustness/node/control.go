@@ -114,7 +114,7 @@ func (c *control) pauseHandlers(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &p) {
 		return
 	}
-	c.pause.arm(p.Sleep, p.Keys)
+	c.pause.arm(p)
 	w.WriteHeader(http.StatusNoContent)
 }
 
