@@ -11,7 +11,9 @@ import (
 var (
 	// ErrUnavailable is returned by Call when no node served the key's
 	// partition before ctx ended (its owner is down, or ownership is
-	// moving). The error also wraps ctx's error and the last refusal.
+	// moving). The error also wraps ctx's error; its message names the
+	// last refusal, which it does not wrap (a replica's stale-epoch
+	// refusal does not mean that nothing was written, see ErrStaleEpoch).
 	ErrUnavailable = errors.New("router: partition unavailable")
 	// ErrUnknownMethod is returned by Call when the owner has no handler
 	// for the method. Nothing ran.
@@ -63,8 +65,9 @@ var (
 	// error: the call ran and wrote nothing. The message is the handler's,
 	// cut after its first 4 KiB.
 	ErrHandler = errors.New("router: handler failed")
-	// ErrNotOwner is matched by a call that reached a node that does not
-	// serve the key; Call retries those itself until ctx ends.
+	// ErrNotOwner is the refusal of a node that does not serve the key.
+	// Call retries such refusals itself until ctx ends, and then returns
+	// ErrUnavailable, so Call's errors never match it.
 	ErrNotOwner = owner.ErrNotOwner
 	// ErrStaleEpoch is matched, with replication factor 1, when a write was
 	// fenced: the partition moved to a newer epoch while the call ran, and

@@ -81,7 +81,6 @@ type pendingResponse struct {
 type job struct {
 	ctx  context.Context
 	req  callRequest
-	h    Handler
 	done chan callResponse
 }
 
@@ -97,25 +96,26 @@ func (x *executor) answer(j *job, r callResponse) {
 // is answered without running when its turn comes, and one already taken
 // from the queue may still complete; a retry with the same request ID
 // then returns its stored response.
+//
+// A node that does not serve the key's partition says so at once, not
+// behind the key's queue, where a handler that outlived a handoff may
+// still run; the owner's lease is checked again when the call's turn comes.
 func (n *Node) execute(ctx context.Context, req callRequest) callResponse {
-	h := n.handler(req.Method)
-	if h == nil {
-		return callResponse{Status: statusUnknownMethod, Body: []byte(req.Method)}
-	}
-	j := &job{ctx: ctx, req: req, h: h, done: make(chan callResponse, 1)}
+	j := &job{ctx: ctx, req: req, done: make(chan callResponse, 1)}
 	n.closeMu.RLock()
 	if n.closed {
 		n.closeMu.RUnlock()
 		return unavailable(ErrClosed)
 	}
 	p := n.Partition(req.Key)
+	if _, serving := n.owner.Serving(p); !serving {
+		n.closeMu.RUnlock()
+		cl, _ := n.owner.Claims().Get(p)
+		return callResponse{Status: statusNotOwner, Claim: cl}
+	}
 	if !n.exec.admit(n.cfg.MaxPendingCalls) {
-		if _, serving := n.owner.Serving(p); serving {
-			n.closeMu.RUnlock()
-			return callResponse{Status: statusOverloaded, Body: fmt.Appendf(nil, "%s holds %d calls, its Config.MaxPendingCalls", n.cfg.Name, n.cfg.MaxPendingCalls)}
-		}
-		// Not the owner: run tells the caller where to go, at once.
-		n.exec.pending.Add(1)
+		n.closeMu.RUnlock()
+		return callResponse{Status: statusOverloaded, Body: fmt.Appendf(nil, "%s holds %d calls, its Config.MaxPendingCalls", n.cfg.Name, n.cfg.MaxPendingCalls)}
 	}
 	n.exec.parts[p].enqueue(n, j)
 	n.closeMu.RUnlock()
@@ -191,6 +191,14 @@ func (pe *partExec) run(n *Node, j *job) {
 	if pe.answerRepeat(n, j, lease, id, digest) {
 		return
 	}
+	// After the lease and the dedup check: only the owner says that no
+	// handler ran, and not of a call that ran already.
+	h := n.handler(j.req.Method)
+	if h == nil {
+		lease.Release()
+		n.exec.answer(j, callResponse{Status: statusUnknownMethod, Body: []byte(j.req.Method)})
+		return
+	}
 	st, err := pe.state(n, j.req.Key, lease.Epoch)
 	if err != nil {
 		lease.Release()
@@ -209,7 +217,7 @@ func (pe *partExec) run(n *Node, j *job) {
 			go pe.work(n, string(j.req.Key))
 		}
 	}()
-	body, err := callHandler(ctx, j.h, req)
+	body, err := callHandler(ctx, h, req)
 	ctx.returned.Store(true)
 	if err != nil {
 		lease.Release()
@@ -309,8 +317,12 @@ func reusedID(j *job) callResponse {
 // partExec).
 func (pe *partExec) submit(n *Node, j *job, lease owner.Lease, dedup []byte, digest uint64, st *State, body []byte) {
 	b := &store.Batch{Partition: pe.p, RequestID: dedup, Response: dedupRecord(digest, body)}
+	// A copy of the write: the handler may have returned st.value as body,
+	// which a local caller gets and may change while the batch is still
+	// to be sent to a backup (or sent again).
+	value := bytes.Clone(st.value)
 	if st.changed {
-		b.Writes = []store.KV{{Key: j.req.Key, Value: st.value}}
+		b.Writes = []store.KV{{Key: j.req.Key, Value: value}}
 	}
 	if err := b.Validate(); err != nil {
 		lease.Release()
@@ -325,7 +337,7 @@ func (pe *partExec) submit(n *Node, j *job, lease owner.Lease, dedup []byte, dig
 	pr := &pendingResponse{body: stored, digest: digest, done: make(chan struct{})}
 	pe.mu.Lock()
 	if st.changed {
-		w = &pendingWrite{value: st.value, epoch: lease.Epoch}
+		w = &pendingWrite{value: value, epoch: lease.Epoch}
 		pe.overlay[key] = w
 	}
 	pe.responses[id] = pr

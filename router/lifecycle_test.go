@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"fmt"
+	"net"
 	"runtime"
 	"strings"
 	"testing"
@@ -102,4 +103,29 @@ func TestCallReachingExecuteAfterCloseStartsNoWorker(t *testing.T) {
 	pe.mu.Lock()
 	defer pe.mu.Unlock()
 	require.Empty(t, pe.queues)
+}
+
+// A node that was closed, or whose Start failed (which closes it), says so
+// when started again, instead of only that Start ran before.
+func TestStartAfterCloseOrAFailedStartReturnsErrClosed(t *testing.T) {
+	c := &testCluster{t: t, dir: t.TempDir()}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	started := c.add("n0", true)
+	require.NoError(t, started.Close())
+	require.ErrorIs(t, started.Start(ctx), ErrClosed, "Start after Start and Close")
+
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	cfg := c.config("n1", false)
+	cfg.RPCAddr = busy.Addr().String()
+	failed, err := New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { failed.Close() })
+	err = failed.Start(ctx)
+	require.Error(t, err)
+	require.NotErrorIs(t, err, ErrClosed, "the first Start failed on its address")
+	require.ErrorIs(t, failed.Start(ctx), ErrClosed, "Start after a failed Start")
 }

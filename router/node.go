@@ -133,11 +133,16 @@ func (n *Node) fingerprint() ring.Fingerprint {
 // ends) and begins serving and acquiring partitions.
 //
 // Close may run at any time, from any goroutine: it ends a Start in
-// progress, which then returns an error, and waits for it.
+// progress, which then returns an error, and waits for it. A Start that
+// fails closes the node (the store included): a later Start returns
+// ErrClosed, and trying again takes a new Node.
 func (n *Node) Start(ctx context.Context) error {
 	n.startMu.Lock()
 	if n.started {
 		n.startMu.Unlock()
+		if n.isClosed() {
+			return ErrClosed
+		}
 		return errors.New("router: Start called twice")
 	}
 	err := n.start(ctx)

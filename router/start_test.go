@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"testing"
@@ -70,6 +71,14 @@ func TestNodeAnswersNoRPCBeforeItsRingExists(t *testing.T) {
 
 	close(sn.release)
 	require.NoError(t, <-started)
+	// Only the key's owner says that it has no such method; a bootstrap
+	// node serves its partitions soon after Start.
+	waitFor(t, 10*time.Second, func() error {
+		if _, ok := n.Serving(n.Partition([]byte("k"))); !ok {
+			return errors.New("the key's partition is not served yet")
+		}
+		return nil
+	})
 	b, err := peer.Call(ctx, addr, msgCall, call)
 	require.NoError(t, err)
 	r, err := decodeCallResponse(b)

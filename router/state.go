@@ -17,12 +17,16 @@ import (
 // call forwarded from another node runs under the caller's deadline (the
 // time the caller had left when the request was sent, so it ends no
 // earlier than the caller's), and its ctx also ends when the caller
-// cancels its own or the connection from that node drops. Either way ctx
+// cancels its own (a best-effort notice, which a full connection may
+// drop) or the connection from that node drops. Either way ctx
 // ends when the node closes, and a call whose ctx ends
 // while it waits behind its key's earlier calls does not run.
 //
 // A handler may Call other keys, with ctx: a Call of its own key, which
-// would wait behind the handler itself, fails with ErrCallCycle. It must
+// would wait behind the handler itself, fails with ErrCallCycle. Two
+// handlers that Call each other's keys wait for each other until one's
+// ctx ends, as two locks taken in opposite orders would: give such calls
+// a deadline, or take keys in one order. It must
 // not Close its node or Leave the cluster: both wait for every running
 // handler, its own included, and would never return.
 type Handler func(ctx context.Context, req *Request) ([]byte, error)
@@ -55,7 +59,9 @@ type State struct {
 }
 
 // Get returns the key's value and whether it exists. After Put, the value
-// is the one the call will write: changing it changes the write.
+// is the one the call will write: changing it before the handler returns
+// changes the write, and the handler may return it as its response (the
+// write is copied when the handler returns).
 func (s *State) Get() ([]byte, bool) {
 	if s.changed {
 		return s.value, s.value != nil

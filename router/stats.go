@@ -6,12 +6,16 @@ import "github.com/singlewriter/singlewriter/owner"
 type Stats struct {
 	owner.Stats
 	// FencedCommits counts calls whose handler ran here but whose commit
-	// the store refused because the partition had moved to a newer epoch.
+	// was refused because the partition had moved to a newer epoch.
 	FencedCommits uint64
 	// FailedCommits counts calls whose handler ran here but whose commit
 	// failed otherwise: no majority of the replicas confirmed it in time, or
-	// the store failed. Like a fenced one, such a call wrote nothing and its
-	// caller retries it, so its handler runs again.
+	// the store failed.
+	//
+	// With replication factor 1 a call counted in either wrote nothing. With
+	// replicas, some of them may have kept its write: the caller's retry,
+	// under the same request ID, is then answered with the stored response,
+	// and otherwise runs the handler again.
 	FailedCommits uint64
 }
 

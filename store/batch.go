@@ -97,6 +97,8 @@ func (s *Store) Submit(b *Batch) *Pending {
 }
 
 // Commit submits b and waits for its outcome; see Submit and Pending.Wait.
+// If ctx ends first, b may still be committed, and read meanwhile: the
+// caller must not modify b, or the buffers it holds, after such a return.
 func (s *Store) Commit(ctx context.Context, b *Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err

@@ -104,5 +104,8 @@
 // the WAL, so the reopened store holds what was acknowledged. bbolt rolls
 // back a transaction that failed before its commit; one whose final sync
 // failed may survive the reopen, although its operations reported
-// ErrFailed.
+// ErrFailed. So may a WAL record whose write or sync failed: the store
+// then tries to end the log before it, but if that write fails too, a
+// record that reached the disk is replayed. A failed operation's outcome
+// is unknown, not "nothing written".
 package store

@@ -1,0 +1,79 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A call that reaches a node without its method, through a stale claim,
+// must not be told that nothing ran: an earlier attempt may have run at
+// the owner. Only the owner, past its dedup check, answers
+// statusUnknownMethod; another node redirects.
+func TestNodeWithoutTheMethodRedirectsACallForAKeyItDoesNotOwn(t *testing.T) {
+	c := newReplicatedCluster(t, 2, 1, func(n *Node) {
+		if n.Name() == "n0" {
+			n.Handle("added", counter) // a method only the upgraded node has
+		}
+	})
+	owner, other := c.nodes[0], c.nodes[1]
+	key := keyOwnedBy(other, owner.Name())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	r := other.execute(ctx, callRequest{ID: []byte("id"), Key: key, Method: "added"})
+	require.Equal(t, statusNotOwner, r.Status, "answer %q", r.Body)
+	require.Equal(t, owner.Name(), r.Claim.Owner)
+	_, err := other.Call(ctx, key, "added", nil)
+	require.NoError(t, err)
+}
+
+// A handler that outlives a handoff keeps its key's queue busy on the
+// deposed owner; a call for that key reaching it meanwhile is redirected
+// at once, not after the handler ends.
+func TestDeposedOwnerRedirectsAtOnceWhileAHandlerStillRuns(t *testing.T) {
+	running, release := make(chan struct{}), make(chan struct{})
+	c := newReplicatedCluster(t, 3, 1, func(n *Node) {
+		n.Handle("inc", counter)
+		n.Handle("block", func(context.Context, *Request) ([]byte, error) {
+			close(running)
+			<-release
+			return nil, nil
+		})
+	})
+	x, entry := c.nodes[1], c.nodes[0]
+	key := keyOwnedBy(entry, x.Name())
+	p := x.Partition(key)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	unblock := sync.OnceFunc(func() { close(release) })
+	defer unblock() // a failing test must not leave Close waiting for the handler
+
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := entry.Call(ctx, key, "block", nil)
+		blocked <- err
+	}()
+	<-running
+	handedOff := make(chan error, 1)
+	go func() { handedOff <- x.owner.Leave(ctx) }() // its drain gives up on the running handler
+	waitFor(t, 30*time.Second, func() error {
+		if cl, ok := x.Serving(p); ok {
+			return fmt.Errorf("%s still serves partition %d at epoch %d", x.Name(), p, cl.Epoch)
+		}
+		return nil
+	})
+
+	// The hang guard only: the answer must not wait for release.
+	guard, stop := context.WithTimeout(ctx, 20*time.Second)
+	defer stop()
+	r := x.execute(guard, callRequest{ID: []byte("next"), Key: key, Method: "inc"})
+	require.Equal(t, statusNotOwner, r.Status, "answer %q", r.Body)
+	unblock()
+	<-blocked
+	require.NoError(t, <-handedOff)
+}
