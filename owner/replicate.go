@@ -64,6 +64,11 @@ func (c *Commit) Err() error {
 // holds the batch. Calls commit in the order they call Submit. A batch the
 // store would refuse as invalid (store.Batch.Validate) fails at once and
 // takes no place in the claim's order; so does any batch after Close.
+//
+// b and the buffers it holds are read until every replica was sent it,
+// which may be after the Commit is done (a majority needs not wait for
+// the slowest backup, and a lost message is sent again): the caller must
+// never modify them.
 func (o *Owner) Submit(l Lease, b *store.Batch) *Commit {
 	b.Epoch = l.Epoch
 	if err := b.Validate(); err != nil {

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -104,7 +105,7 @@ type Config struct {
 	// encrypted nor authenticated one by one, so it does not protect
 	// against an attacker on the network path: set TLS too, or run the
 	// cluster on a trusted network or in a tunnel. It must be the same on
-	// every node.
+	// every node. New keeps a copy.
 	SecretKey []byte
 	// TLS, if set, carries the RPC connections between nodes (calls,
 	// replication, the ownership protocol) over TLS with this
@@ -178,6 +179,9 @@ func (c *Config) validate() error {
 		}
 		c.TLS = c.TLS.Clone()
 	}
+	// Read on every handshake and gossip packet: a caller that wipes its
+	// key after New must not change it.
+	c.SecretKey = bytes.Clone(c.SecretKey)
 	if c.Cluster == "" {
 		c.Cluster = "singlewriter"
 	}

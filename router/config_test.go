@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -124,4 +125,15 @@ func TestCloseDuringStartEndsItAndLeavesNothingRunning(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// The secret is read on every handshake and gossip packet: a caller that
+// wipes its key after New must not change the node's.
+func TestNewKeepsACopyOfTheSecretKey(t *testing.T) {
+	secret := bytes.Repeat([]byte{7}, 32)
+	n, err := New(Config{Name: "n", DataDir: t.TempDir(), Bootstrap: true, SecretKey: secret})
+	require.NoError(t, err)
+	defer n.Close()
+	clear(secret)
+	require.Equal(t, bytes.Repeat([]byte{7}, 32), n.cfg.SecretKey)
 }

@@ -317,12 +317,12 @@ func reusedID(j *job) callResponse {
 // partExec).
 func (pe *partExec) submit(n *Node, j *job, lease owner.Lease, dedup []byte, digest uint64, st *State, body []byte) {
 	b := &store.Batch{Partition: pe.p, RequestID: dedup, Response: dedupRecord(digest, body)}
-	// A copy of the write: the handler may have returned st.value as body,
-	// which a local caller gets and may change while the batch is still
-	// to be sent to a backup (or sent again).
+	// Copies of the write: the handler may have returned st.value or
+	// req.Key as body, which a local caller gets and may change while the
+	// batch is still to be sent to a backup (or sent again).
 	value := bytes.Clone(st.value)
 	if st.changed {
-		b.Writes = []store.KV{{Key: j.req.Key, Value: value}}
+		b.Writes = []store.KV{{Key: bytes.Clone(j.req.Key), Value: value}}
 	}
 	if err := b.Validate(); err != nil {
 		lease.Release()
