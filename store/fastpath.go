@@ -1,7 +1,9 @@
 package store
 
 // maxKeptRecord is the largest WAL record buffer the committer keeps for
-// the next group (Store.record); a larger one is dropped after its write.
+// the next group (Store.record), and the largest block buffer a direct
+// WAL keeps for its next write (wal.buf); a larger one is dropped after
+// its write.
 const maxKeptRecord = 1 << 20
 
 // commitFast commits a group of data batches (and flush requests) with one

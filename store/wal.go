@@ -228,6 +228,11 @@ func (w *wal) append(rec []byte, alone bool) error {
 	if w.direct != nil { // the new tail goes to the front of buf
 		written := w.tail() + len(rec)
 		copy(w.buf, w.buf[written&^(walBlock-1):written])
+		if len(w.buf) > maxKeptRecord { // a large record's: keep one block
+			small := alignedBlocks(walBlock)
+			copy(small, w.buf)
+			w.buf = small
+		}
 	}
 	w.off = end
 	return nil

@@ -439,11 +439,7 @@ func seqsOf(groups []walGroup) []uint64 {
 // block, and after a reset over the stale frames of the round before.
 func TestDirectWALHoldsEveryRecordAcrossBlocks(t *testing.T) {
 	dir := t.TempDir()
-	w, _, err := openWAL(dir, 0, false)
-	require.NoError(t, err)
-	defer w.close()
-	require.NoError(t, w.useDirect())
-	requireDirect(t, w, dir)
+	w := openDirectWAL(t, dir)
 	path := filepath.Join(dir, walFileName(0))
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := range 2 {
@@ -467,6 +463,24 @@ func TestDirectWALHoldsEveryRecordAcrossBlocks(t *testing.T) {
 		}
 		w.reset()
 	}
+}
+
+// A direct log copies each record into a block buffer; after a record of
+// several mebibytes it keeps one block, not the record's size, and the
+// records after it land whole.
+func TestDirectWALDropsTheBufferOfALargeRecord(t *testing.T) {
+	dir := t.TempDir()
+	w := openDirectWAL(t, dir)
+	sizes := []int{100, 3 << 20, 10, 5000}
+	for i, size := range sizes {
+		require.NoError(t, w.append(walRecordOf(w.round, uint64(i+1), bytes.Repeat([]byte{byte(i + 1)}, size)), false))
+		require.LessOrEqual(t, len(w.buf), maxKeptRecord, "after a record of %d bytes", size)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, walFileName(0)))
+	require.NoError(t, err)
+	groups, _, err := scanWAL(data, 0)
+	require.NoError(t, err)
+	require.Equal(t, []uint64{1, 2, 3, 4}, seqsOf(groups))
 }
 
 // A client's value is stored in the log verbatim, so the bytes of an
@@ -671,6 +685,18 @@ func recordOfVersion1(g walGroup) []byte {
 	frame = append(frame, payload[9:len(payload)-walTag]...)
 	sealFrame(frame)
 	return frame
+}
+
+// openDirectWAL opens log 0 in dir with direct writes, closed at the
+// test's end (see requireDirect).
+func openDirectWAL(t *testing.T, dir string) *wal {
+	t.Helper()
+	w, _, err := openWAL(dir, 0, false)
+	require.NoError(t, err)
+	t.Cleanup(func() { w.close() })
+	require.NoError(t, w.useDirect())
+	requireDirect(t, w, dir)
+	return w
 }
 
 // requireDirect skips the test where the file system of dir refuses
