@@ -21,6 +21,9 @@ import (
 // one whose other members all left or refused returns an error: its
 // partitions stay in its data directory.
 func (o *Owner) Leave(ctx context.Context) error {
+	if o.ctx.Err() != nil {
+		return ErrClosed
+	}
 	o.leaving.Store(true)
 	if len(o.others(nil)) == 0 {
 		return nil // the last node keeps its data for its next start

@@ -134,6 +134,9 @@ func (o *Owner) load() error {
 // seeds belong to instead of creating a second one. It reports whether it
 // created a cluster.
 func (o *Owner) Bootstrap() (bool, error) {
+	if o.ctx.Err() != nil {
+		return false, ErrClosed
+	}
 	if !o.cfg.Bootstrap {
 		return false, nil
 	}

@@ -95,3 +95,14 @@ func TestSubmitAfterCloseStartsNoGoroutine(t *testing.T) {
 	defer tr.mu.Unlock()
 	require.False(t, tr.late, "a stream goroutine sent a batch after Close returned")
 }
+
+// ErrClosed is what every method returns after Close, the lifecycle
+// calls included: Bootstrap used to report its store's cancelled
+// context, and Leave of a node alone in its table nil.
+func TestBootstrapAndLeaveAfterCloseReturnErrClosed(t *testing.T) {
+	o := servingOwner(t, &recordingTransport{closed: make(chan struct{})})
+	o.Close()
+	_, err := o.Bootstrap()
+	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, o.Leave(context.Background()), ErrClosed)
+}

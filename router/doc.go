@@ -30,6 +30,7 @@
 //
 // Goroutines: one per key with queued calls (it exits when the queue is
 // empty), one per call waiting for its commit, one pruning stored
-// responses, plus those of the owner, ring, rpc and store packages. Close
+// responses, one closing the RPC connections of departed members, plus
+// those of the owner, ring, rpc and store packages. Close
 // waits for all of them.
 package router

@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -31,10 +32,11 @@ type attempt struct {
 type demo struct {
 	db *pgxpool.Pool
 	w  io.Writer
-	// paused receives the epoch a pausing handler read; it then waits for
-	// release.
-	paused  chan epoch.Epoch
-	release chan struct{}
+	// paused receives the epoch the first pausing handler read; it then
+	// waits for release. Its call's retries, if any, do not pause.
+	paused     chan epoch.Epoch
+	release    chan struct{}
+	pausedOnce atomic.Bool
 
 	// mu guards attempts.
 	mu       sync.Mutex
@@ -54,7 +56,7 @@ func (d *demo) handlers(n *router.Node) {
 func (d *demo) setStatus(n *router.Node, pause bool) router.Handler {
 	return func(ctx context.Context, req *router.Request) ([]byte, error) {
 		e := req.Epoch
-		if pause { // stands for a stop-the-world pause, a VM migration, a slow disk
+		if pause && !d.pausedOnce.Swap(true) { // stands for a stop-the-world pause, a VM migration, a slow disk
 			select {
 			case d.paused <- e:
 			case <-ctx.Done():
