@@ -16,7 +16,9 @@ import (
 // does that after Leave returns. Each round places the partitions over
 // the members then in the table, less this node and those that refused a
 // handoff because they are leaving too (ErrLeaving), so that nodes
-// leaving at once, or a successor that crashed, do not hold it up. A node
+// leaving at once, or a successor that crashed, do not hold it up. An
+// acquisition that began before Leave runs to its end first: a claim it
+// makes this node's is handed off too. A node
 // alone in its table keeps its data for its next start and returns nil;
 // one whose other members all left or refused returns an error: its
 // partitions stay in its data directory.
@@ -34,24 +36,12 @@ func (o *Owner) Leave(ctx context.Context) error {
 	for {
 		changed := o.claims.Changed()
 		owned := o.owned()
-		if len(owned) == 0 {
+		if len(owned) == 0 && !o.attempting() {
 			return nil
 		}
-		rest := o.others(refused)
-		if len(rest) == 0 {
-			return fmt.Errorf("owner: leave: %d partitions still owned, kept in the data directory: every other member left or is leaving", len(owned))
-		}
-		next := ring.Place(rest, o.cfg.Partitions, o.cfg.ReplicationFactor)
-		for _, p := range owned {
-			to := next.Owners[p]
-			hctx, cancel := context.WithTimeout(ctx, o.cfg.RequestTimeout)
-			err := o.cfg.Transport.Handoff(hctx, to, Handoff{P: p, Replicas: next.Replicas[p]})
-			cancel()
-			if errors.Is(err, ErrLeaving) {
-				refused[to] = true
-			}
-			if err != nil {
-				o.cfg.Logger.Debug("handoff request failed", "partition", p, "to", to, "err", err)
+		if len(owned) > 0 {
+			if err := o.handOff(ctx, owned, refused); err != nil {
+				return err
 			}
 		}
 		select {
@@ -63,6 +53,44 @@ func (o *Owner) Leave(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// handOff asks the node that will own each of the owned partitions once
+// this one is gone to acquire it, placing them over the members less this
+// node and those in refused (which it adds to when a member answers
+// ErrLeaving). It fails when no such member is left.
+func (o *Owner) handOff(ctx context.Context, owned []int, refused map[string]bool) error {
+	rest := o.others(refused)
+	if len(rest) == 0 {
+		return fmt.Errorf("owner: leave: %d partitions still owned, kept in the data directory: every other member left or is leaving", len(owned))
+	}
+	next := ring.Place(rest, o.cfg.Partitions, o.cfg.ReplicationFactor)
+	for _, p := range owned {
+		to := next.Owners[p]
+		hctx, cancel := context.WithTimeout(ctx, o.cfg.RequestTimeout)
+		err := o.cfg.Transport.Handoff(hctx, to, Handoff{P: p, Replicas: next.Replicas[p]})
+		cancel()
+		if errors.Is(err, ErrLeaving) {
+			refused[to] = true
+		}
+		if err != nil {
+			o.cfg.Logger.Debug("handoff request failed", "partition", p, "to", to, "err", err)
+		}
+	}
+	return nil
+}
+
+// attempting reports whether an attempt of any partition is running.
+func (o *Owner) attempting() bool {
+	for _, pt := range o.parts {
+		pt.mu.Lock()
+		busy := pt.busy
+		pt.mu.Unlock()
+		if busy {
+			return true
+		}
+	}
+	return false
 }
 
 // others returns the members in the ring's table other than this node and

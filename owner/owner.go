@@ -364,6 +364,13 @@ func (o *Owner) attempt(s Step, t *ring.Table) {
 		o.kick()
 		return
 	}
+	if o.leaving.Load() && (s.Action == Acquire || s.Action == Resume) {
+		// Leave began: this node takes nothing more. Leave waits for the
+		// attempts marked busy before it began (attempting): either this
+		// check sees leaving, or Leave sees this attempt.
+		pt.done(true, time.Now(), o.cfg.RetryBackoff, 0)
+		return
+	}
 	var ok bool
 	var seen = s.Claim.Epoch
 	switch s.Action {
