@@ -177,14 +177,7 @@ func (o *Owner) drive(prop *Proposer, resync bool) Outcome {
 			}()
 		}
 	}
-	send(prop.Start())
-	for prop.Phase() != Done && pending > 0 {
-		var r reply
-		select {
-		case r = <-replies:
-		case <-o.ctx.Done():
-			return Outcome{Failed: true}
-		}
+	feed := func(r reply) {
 		pending--
 		switch {
 		case r.promise != nil:
@@ -195,6 +188,39 @@ func (o *Owner) drive(prop *Proposer, resync bool) Outcome {
 			send(prop.OnAccepted(r.from, *r.accept))
 		case r.chosen != nil:
 			prop.OnChosen(r.from, *r.chosen)
+		}
+	}
+	msgs := prop.Start()
+	// The base's owner drains before it promises (HandlePrepare), so that
+	// its calls in flight commit first. Its backups promise at once, and
+	// two of them are a majority that would choose the next claim
+	// meanwhile and fence those calls. So while the owner is a member, it
+	// is asked first, and the others once it answered or its drain's time
+	// (and a quarter more, for its promise) is up. An owner that left is
+	// not waited for.
+	if i := o.ownerFirst(prop.base, msgs); i >= 0 {
+		send(msgs[i : i+1])
+		msgs = slices.Delete(msgs, i, i+1)
+		t := time.NewTimer(o.cfg.DrainTimeout * 5 / 4)
+		select {
+		case r := <-replies:
+			feed(r)
+		case <-t.C:
+		case <-o.ctx.Done():
+			t.Stop()
+			return Outcome{Failed: true}
+		}
+		t.Stop()
+	}
+	if prop.Phase() != Done {
+		send(msgs)
+	}
+	for prop.Phase() != Done && pending > 0 {
+		select {
+		case r := <-replies:
+			feed(r)
+		case <-o.ctx.Done():
+			return Outcome{Failed: true}
 		}
 	}
 	// Wait for the answers still on their way, mostly Syncs to replicas
@@ -229,6 +255,20 @@ drain:
 	}
 	prop.GiveUp()
 	return prop.Outcome()
+}
+
+// ownerFirst returns the index in msgs of the Prepare to base's owner if
+// it is to go before the others (see drive): there are others, and the
+// owner is this node or a member of the ring's table. Otherwise -1.
+func (o *Owner) ownerFirst(base store.Claim, msgs []Message) int {
+	if len(msgs) < 2 {
+		return -1
+	}
+	if base.Owner != o.cfg.Self && o.ring != nil &&
+		!slices.ContainsFunc(o.ring.Table().Members, func(m ring.Member) bool { return m.Name == base.Owner }) {
+		return -1
+	}
+	return slices.IndexFunc(msgs, func(m Message) bool { return m.Prepare != nil && m.To == base.Owner })
 }
 
 // deliver sends one message, to this node directly or through the

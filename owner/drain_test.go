@@ -1,0 +1,81 @@
+package owner
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/singlewriter/singlewriter/ring"
+	"github.com/singlewriter/singlewriter/store"
+)
+
+// prepareLog is a Transport that records when each Prepare it sends
+// starts and when its answer is back.
+type prepareLog struct {
+	Transport
+	mu     sync.Mutex
+	events []string
+}
+
+func (l *prepareLog) Prepare(ctx context.Context, to string, req Prepare) (PromiseReply, error) {
+	l.record("send " + to)
+	defer l.record("answer " + to)
+	return l.Transport.Prepare(ctx, to, req)
+}
+
+func (l *prepareLog) record(e string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, e)
+}
+
+// With replicas, the base's backups promise at once: had they been asked
+// with the owner, two of them would have chosen the next claim while the
+// owner drained, and fenced its calls in flight, which then ran twice
+// (once more on the new owner, after the retry). A proposer asks a live
+// owner first, and the others once it answered.
+func TestCallInFlightWhenItsOwnerDrainsCommitsBeforeTheBackupsPromise(t *testing.T) {
+	const p = 1
+	m := &mesh{}
+	slowDrain := func(c *Config) { c.DrainTimeout = 20 * time.Second } // the call, not the timeout, ends it
+	log := &prepareLog{}
+	a, sa := m.addWith(t, "a", func(c *Config) {
+		slowDrain(c)
+		log.Transport = c.Transport
+		c.Transport = log
+	})
+	b, sb := m.addWith(t, "b", slowDrain)
+	_, sc := m.addWith(t, "c", slowDrain)
+	k := claimOn(t, p, store.Claim{Epoch: 1, Owner: "b", Replicas: []string{"b", "a", "c"}}, sb, sa, sc)
+	require.NoError(t, b.startServing(p, k))
+	lease, err := b.Lease(p) // a call in flight on b
+	require.NoError(t, err)
+
+	acquired := make(chan bool, 1)
+	go func() {
+		ok, _ := a.acquire(p, k, &ring.Table{}, []string{"a", "b", "c"})
+		acquired <- ok
+	}()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) { // polling a condition
+		if _, serving := b.Serving(p); !serving {
+			break // b drains: it waits for the lease
+		}
+		require.True(t, time.Now().Before(deadline), "b never began to drain")
+	}
+	c := b.Submit(lease, &store.Batch{Partition: p, Writes: []store.KV{{Key: []byte("k"), Value: []byte("in flight")}}})
+	<-c.Done()
+	lease.Release()
+	require.NoError(t, c.Err(), "the call in flight when its owner began to drain was fenced")
+	require.True(t, <-acquired)
+
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	answered := slices.Index(log.events, "answer b")
+	sent := slices.Index(log.events, "send c")
+	require.True(t, answered >= 0 && sent > answered, fmt.Sprintf("c was asked before b answered: %v", log.events))
+}
