@@ -202,15 +202,14 @@ func (o *Owner) drive(prop *Proposer, resync bool) Outcome {
 		send(msgs[i : i+1])
 		msgs = slices.Delete(msgs, i, i+1)
 		t := time.NewTimer(o.cfg.DrainTimeout * 5 / 4)
+		defer t.Stop()
 		select {
 		case r := <-replies:
 			feed(r)
 		case <-t.C:
 		case <-o.ctx.Done():
-			t.Stop()
 			return Outcome{Failed: true}
 		}
-		t.Stop()
 	}
 	if prop.Phase() != Done {
 		send(msgs)

@@ -82,15 +82,7 @@ func (o *Owner) handOff(ctx context.Context, owned []int, refused map[string]boo
 
 // attempting reports whether an attempt of any partition is running.
 func (o *Owner) attempting() bool {
-	for _, pt := range o.parts {
-		pt.mu.Lock()
-		busy := pt.busy
-		pt.mu.Unlock()
-		if busy {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(o.parts, (*partition).running)
 }
 
 // others returns the members in the ring's table other than this node and

@@ -300,6 +300,13 @@ func (pt *partition) tryBusy(now time.Time) bool {
 	return true
 }
 
+// running reports whether an attempt is running (see tryBusy).
+func (pt *partition) running() bool {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	return pt.busy
+}
+
 // done ends an attempt; a failed one delays the next by an exponential
 // backoff starting at base and capped at 2s.
 func (pt *partition) done(ok bool, now time.Time, base time.Duration, seen epoch.Epoch) {

@@ -101,7 +101,6 @@ func (x *executor) answer(j *job, r callResponse) {
 // behind the key's queue, where a handler that outlived a handoff may
 // still run; the owner's lease is checked again when the call's turn comes.
 func (n *Node) execute(ctx context.Context, req callRequest) callResponse {
-	j := &job{ctx: ctx, req: req, done: make(chan callResponse, 1)}
 	n.closeMu.RLock()
 	if n.closed {
 		n.closeMu.RUnlock()
@@ -117,6 +116,7 @@ func (n *Node) execute(ctx context.Context, req callRequest) callResponse {
 		n.closeMu.RUnlock()
 		return callResponse{Status: statusOverloaded, Body: fmt.Appendf(nil, "%s holds %d calls, its Config.MaxPendingCalls", n.cfg.Name, n.cfg.MaxPendingCalls)}
 	}
+	j := &job{ctx: ctx, req: req, done: make(chan callResponse, 1)}
 	n.exec.parts[p].enqueue(n, j)
 	n.closeMu.RUnlock()
 	select {
