@@ -195,20 +195,34 @@ func (a *Proposer) chosenByPromisers() (store.Claim, bool) {
 }
 
 // OnSynced handles a replica's report that Sync completed (ok) or failed.
-// Accepting starts once the proposal's owner and a majority of its replicas
-// hold the data: the owner serves from its own copy.
+// Accepting starts once a majority of the proposal's replicas hold the
+// data, the proposer among them when it proposes itself as owner: it
+// serves from its own copy once the value is chosen.
+//
+// A value proposed again with another owner does not wait for that owner,
+// which may be down: the value must be proposed again, since a majority may
+// have accepted it, and if its owner had to hold the copy, a partition
+// whose proposer went down after one replica of the base accepted its
+// value would stay unserved until it came back (with three replicas, the
+// two others are the only majority, and one of them reports the value).
+// The owner may still serve the claim from its own copy when it learns it:
+// only a node proposes itself, once it holds a copy with every write
+// acknowledged under the base; no write is acknowledged under the base
+// after a majority promised that ballot; and a later Sync installs only a
+// newer copy.
 func (a *Proposer) OnSynced(from string, ok bool) []Message {
 	if a.phase != Syncing || !slices.Contains(a.value.Replicas, from) {
 		return nil
 	}
+	ownValue := a.value.Owner == a.own.Owner
 	if !ok {
-		if from == a.value.Owner {
+		if ownValue && from == a.value.Owner {
 			a.finish(Outcome{Failed: true})
 		}
 		return nil
 	}
 	a.synced[from] = true
-	if !a.synced[a.value.Owner] || len(a.synced) < majority(len(a.value.Replicas)) {
+	if ownValue && !a.synced[a.value.Owner] || len(a.synced) < majority(len(a.value.Replicas)) {
 		return nil
 	}
 	a.phase = Accepting

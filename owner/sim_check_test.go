@@ -1,6 +1,7 @@
 package owner_test
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/singlewriter/singlewriter/epoch"
@@ -34,6 +35,11 @@ type pe struct {
 type pbe struct {
 	p            int
 	base, ballot epoch.Epoch
+}
+
+// comparePBE orders keys by partition, base and ballot.
+func comparePBE(a, b pbe) int {
+	return cmp.Or(cmp.Compare(a.p, b.p), cmp.Compare(a.base, b.base), cmp.Compare(a.ballot, b.ballot))
 }
 
 type acceptRec struct {

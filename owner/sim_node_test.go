@@ -424,7 +424,8 @@ func (n *simNode) sendAll(att uint64, msgs []owner.Message) {
 
 // plan is Owner.reconcile and owner.Plan for one partition: make a claim
 // loaded without being known final final, release a served claim older
-// than the newest known, resume our newest claim unless a higher epoch was
+// than the newest known, resume our newest claim if it names no other
+// replica (Plan acquires a replicated one) unless a higher epoch was
 // promised here, or acquire if desired. Nothing starts while the partition
 // is busy (an attempt runs or a start marker is in flight).
 func (n *simNode) plan(p int, desired bool, replicas []string) {
@@ -452,7 +453,7 @@ func (n *simNode) plan(p int, desired bool, replicas []string) {
 		return
 	}
 	switch {
-	case c.Owner == n.name && !n.fenced(p, c) && !n.forgot(p, c):
+	case c.Owner == n.name && len(c.Replicas) <= 1 && !n.fenced(p, c) && !n.forgot(p, c):
 		n.s.logf("%s resume p%d %s", n.name, p, fmtClaim(c))
 		n.startServing(p, c)
 	case desired:
@@ -727,6 +728,15 @@ func (n *simNode) ownWrite(p int, c store.Claim, id string, marker bool) *pendin
 		}
 	}
 	return w
+}
+
+// failStart ends a start marker still waiting for a majority, as the
+// runtime's commit fails once too many replicas refused it or did not
+// answer (Owner.replicate); the node may then acquire again.
+func (n *simNode) failStart(p int) {
+	if n.parts[p].starting != nil {
+		n.stopServing(p, "start marker not confirmed by a majority")
+	}
 }
 
 // retransmit sends the writes of a served partition again to the replicas

@@ -245,8 +245,9 @@ func TestChosenClaimIsMadeFinalWhenTheReplicaThatMissedItLostItsData(t *testing.
 	ok, _ := a.acquire(p, k, table, []string{"a", "b", "c"})
 	require.False(t, ok, "C was made final with one record")
 
-	// d's Prepare raises b's promise above C's epoch; its Syncs are lost.
-	m.setDrop(func(_, _, kind string) bool { return kind == "sync" })
+	// d's Prepare raises b's promise above C's epoch; its Syncs are lost,
+	// and so are the records of C its attempt then asks for.
+	m.setDrop(func(_, _, kind string) bool { return kind == "sync" || kind == "choose" })
 	var mb store.Meta
 	for range 3 { // until d's ballot is above C's
 		_, seen := d.acquire(p, k, table, []string{"d", "a", "b"})
