@@ -518,8 +518,9 @@ func (s *sim) liveness() {
 		// out, fail the start markers that a majority did not confirm
 		// although they had a round to (the runtime's commit fails once its
 		// replicas refused it or did not answer in time), send the writes
-		// not acknowledged again (the runtime's streams do), let gossip converge, let every node's reconcile loop run, and
-		// let one node per unserved partition be its desired owner.
+		// not acknowledged again (the runtime's streams do), let gossip
+		// converge, let every node's reconcile loop run, and let one node
+		// per unserved partition be its desired owner.
 		s.step++
 		up := s.upNodes()
 		for _, n := range up {
