@@ -56,8 +56,9 @@ type simConfig struct {
 
 // configFor derives a seed's configuration: RF 1 and 3, 3 and 5 nodes, 1
 // to 3 partitions, claims of two or three replicas with RF 3, all mixed. A
-// quarter of the seeds, none with claims of two replicas (of which one
-// node down is a minority), keep a node down in the liveness phase.
+// quarter of the seeds, half of them with RF 3 and none with claims of two
+// replicas (where one node down leaves no majority), keep a node down in
+// the liveness phase.
 func configFor(seed uint64) simConfig {
 	cfg := simConfig{
 		seed:       seed,
@@ -622,19 +623,27 @@ func (s *sim) recoverable(p int) bool {
 
 // splitBallots reports the known liveness gap of one value chosen at two
 // ballots (docs/PROTOCOL.md, "Liveness"): a node that is up knows a
-// successor of a base chosen, not final, and another one that is up
-// accepted the same value at a higher ballot, and so refuses to record the
-// first, while the first refuses the proposals from the base.
+// successor of a base chosen, not final, the newest final claim or its
+// successor; another one that is up accepted the same value at a higher
+// ballot, and so refuses to record the first, while the first refuses the
+// proposals from the base; and a third replica of the base, the one whose
+// record would count, is down or lost its directory.
 func (s *sim) splitBallots(p int) bool {
+	final := s.chk.newestFinal(p)
 	up := s.upNodes()
 	for _, n := range up {
 		m := n.meta(p)
-		if !m.HasChosen || m.Final {
+		c := m.Chosen
+		if !m.HasChosen || m.Final || c.Epoch < final.Epoch && c.Base != final.Epoch {
 			continue
 		}
+		base := store.Claim{Epoch: c.Base, Replicas: c.BaseReplicas}
 		if slices.ContainsFunc(up, func(o *simNode) bool {
 			a := o.meta(p).Accepted
-			return a.Owner != "" && a.Base == m.Chosen.Base && a.Epoch > m.Chosen.Epoch && sameValue(a, m.Chosen)
+			return a.Owner != "" && a.Base == c.Base && a.Epoch > c.Epoch && sameValue(a, c)
+		}) && slices.ContainsFunc(base.Replicas, func(r string) bool {
+			o := s.node(r)
+			return !o.up || !o.checkMemory(p, base)
 		}) {
 			return true
 		}
