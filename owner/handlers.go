@@ -25,6 +25,7 @@ func (o *Owner) HandlePrepare(ctx context.Context, req Prepare) (PromiseReply, e
 		return PromiseReply{}, err
 	}
 	if m, refused, err := o.refusal(req.P, req.Base); refused {
+		o.stats.refusedPrepares.Add(1)
 		return PromiseReply{Meta: m}, err
 	}
 	pt := o.parts[req.P]

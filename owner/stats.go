@@ -11,7 +11,8 @@ type Stats struct {
 	// (lost races, unreachable replicas, failed syncs).
 	FailedAcquires uint64
 	// RefusedPrepares counts Prepares this node answered without promising
-	// (a higher promise, or a newer claim known).
+	// (a higher promise, a newer claim known, or, with an error, a base it
+	// takes no part in after losing its data directory).
 	RefusedPrepares uint64
 	// DrainTimeouts counts drains that ended with calls still in flight,
 	// whose commits are then fenced.
