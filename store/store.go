@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -142,7 +141,7 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+	if err := makeDir(cfg.Dir, cfg.NoSync); err != nil {
 		return nil, fmt.Errorf("store: create data directory: %w", err)
 	}
 	path := filepath.Join(cfg.Dir, fileName)

@@ -190,16 +190,6 @@ func (w *wal) grow(end int64) error {
 	return nil
 }
 
-// syncDir fsyncs a directory, making a file created in it durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
 // sealFrame fills in the header of frame, whose payload follows walHeader
 // bytes: the payload's length and checksum.
 func sealFrame(frame []byte) {
