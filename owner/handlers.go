@@ -2,6 +2,7 @@ package owner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -25,7 +26,9 @@ func (o *Owner) HandlePrepare(ctx context.Context, req Prepare) (PromiseReply, e
 		return PromiseReply{}, err
 	}
 	if m, refused, err := o.refusal(req.P, req.Base); refused {
-		o.stats.refusedPrepares.Add(1)
+		if err == nil || errors.Is(err, errNoPart) {
+			o.stats.refusedPrepares.Add(1)
+		}
 		return PromiseReply{Meta: m}, err
 	}
 	pt := o.parts[req.P]
@@ -208,6 +211,10 @@ func (o *Owner) checkPartition(p int) error {
 	return nil
 }
 
+// errNoPart is wrapped by checkMemory's refusals: this node takes no part
+// in a choice it may have voted in before it lost its data.
+var errNoPart = errors.New("it takes no part")
+
 // checkMemory refuses to act as a replica of claim base of partition p
 // (promise, accept, record a successor not known final) when this node is
 // one of base's replicas but holds no trace of having been one (forgot).
@@ -231,10 +238,10 @@ func (o *Owner) checkMemory(p int, base store.Claim) (store.Meta, error) {
 		return m, err
 	}
 	if o.forgot(m, base) && !(o.cfg.AcceptDataLoss && len(base.Replicas) == 1) {
-		return m, fmt.Errorf("owner: partition %d: %s is a replica of the claim at epoch %d but holds no promise and no data of it (was its data directory lost?); it takes no part until a new claim syncs it", p, o.cfg.Self, base.Epoch)
+		return m, fmt.Errorf("owner: partition %d: %s is a replica of the claim at epoch %d but holds no promise and no data of it (was its data directory lost?); %w until a new claim syncs it", p, o.cfg.Self, base.Epoch, errNoPart)
 	}
 	if base.Epoch < m.Amnesia {
-		return m, fmt.Errorf("owner: partition %d: %s was given a copy again after losing its data, under a claim based on epoch %d; it takes no part in choosing the successor of the claim at epoch %d", p, o.cfg.Self, m.Amnesia-1, base.Epoch)
+		return m, fmt.Errorf("owner: partition %d: %s was given a copy again after losing its data, under a claim based on epoch %d; %w in choosing the successor of the claim at epoch %d", p, o.cfg.Self, m.Amnesia-1, errNoPart, base.Epoch)
 	}
 	return m, nil
 }

@@ -10,9 +10,10 @@ type Stats struct {
 	// FailedAcquires counts acquire attempts that ended without a claim
 	// (lost races, unreachable replicas, failed syncs).
 	FailedAcquires uint64
-	// RefusedPrepares counts Prepares this node answered without promising
-	// (a higher promise, a newer claim known, or, with an error, a base it
-	// takes no part in after losing its data directory).
+	// RefusedPrepares counts Prepares this node answered without promising:
+	// a higher promise, a newer claim known, or, with an error, a base it
+	// takes no part in (it lost its data directory, or its first copy as a
+	// backup never arrived). Failures, of its store say, are not counted.
 	RefusedPrepares uint64
 	// DrainTimeouts counts drains that ended with calls still in flight,
 	// whose commits are then fenced.

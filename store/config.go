@@ -32,8 +32,9 @@ type Config struct {
 	// fail, not hang.
 	OpenTimeout time.Duration
 
-	// NoSync skips fsync on commit: the WAL's sync (and its O_DIRECT
-	// writes) and the data file's sync. For tests and benchmarks only: a commit acknowledged with NoSync
+	// NoSync skips fsync: the WAL's sync (and its O_DIRECT writes), the
+	// data file's sync, and the syncs of the directories Open creates. For
+	// tests and benchmarks only: a commit acknowledged with NoSync
 	// can be lost, or the file corrupted, by a crash of the machine, which
 	// breaks the "nothing acknowledged is lost" guarantee. A process crash
 	// alone loses nothing.

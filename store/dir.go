@@ -4,17 +4,18 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"path/filepath"
 )
 
 // makeDir creates dir and its missing parents and, unless noSync, syncs
-// the parent of each directory it created: without that, a power cut soon
-// after a node's first start could lose the whole data directory, and the
-// node would come back as one that lost its disk. The entries inside dir
-// are synced as its files are created (openWAL).
-func makeDir(dir string, noSync bool) error {
+// the parent of each directory it created, and dir's parent on a first
+// start (fresh: the data file does not exist yet), when another program
+// may have made dir just before. Without that, a power cut soon after a
+// node's first start could lose the whole data directory, and the node
+// would come back as one that lost its disk. The entries inside dir are
+// synced as its files are created (openWAL).
+func makeDir(dir string, fresh, noSync bool) error {
 	var created []string
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+	for d := dir; ; d = parentDir(d) {
 		_, err := os.Stat(d)
 		if err == nil {
 			break
@@ -23,7 +24,7 @@ func makeDir(dir string, noSync bool) error {
 			return err
 		}
 		created = append(created, d)
-		if filepath.Dir(d) == d {
+		if parentDir(d) == d {
 			break
 		}
 	}
@@ -33,12 +34,39 @@ func makeDir(dir string, noSync bool) error {
 	if noSync {
 		return nil
 	}
+	if len(created) == 0 && fresh {
+		created = append(created, dir)
+	}
 	for _, d := range created {
-		if err := syncDir(filepath.Dir(d)); err != nil {
+		if err := syncDir(parentDir(d)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// parentDir returns the directory that holds path, as os.MkdirAll finds
+// it: path without its last element, as written. It is not cleaned, so
+// that the system resolves a ".." after a symbolic link, as it does for
+// MkdirAll.
+func parentDir(path string) string {
+	i := len(path)
+	for i > 0 && os.IsPathSeparator(path[i-1]) {
+		i--
+	}
+	for i > 0 && !os.IsPathSeparator(path[i-1]) {
+		i--
+	}
+	switch {
+	case i == 0:
+		return "."
+	case i == 1:
+		return path[:1]
+	}
+	for i > 1 && os.IsPathSeparator(path[i-1]) {
+		i--
+	}
+	return path[:i]
 }
 
 // syncDir fsyncs a directory, making the entries of the files and

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -141,10 +143,11 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := makeDir(cfg.Dir, cfg.NoSync); err != nil {
+	path := filepath.Join(cfg.Dir, fileName)
+	_, statErr := os.Stat(path)
+	if err := makeDir(cfg.Dir, errors.Is(statErr, fs.ErrNotExist), cfg.NoSync); err != nil {
 		return nil, fmt.Errorf("store: create data directory: %w", err)
 	}
-	path := filepath.Join(cfg.Dir, fileName)
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout: cfg.OpenTimeout,
 		NoSync:  cfg.NoSync,
