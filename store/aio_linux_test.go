@@ -348,3 +348,23 @@ func commitGroupOfTwo(ctx context.Context, s *Store) error {
 	close(release)
 	return errors.Join(<-slow, first.Wait(ctx), second.Wait(ctx))
 }
+
+// io_getevents interrupted by a signal (EINTR) is asked again: the write
+// completes, lands, and the AIO context is kept.
+func TestInterruptedWaitIsRetried(t *testing.T) {
+	a, path := openAsync(t, 4*walBlock)
+	interrupted := 0
+	a.ioGetEvents = func(ctx uintptr, ev *ioEvent, timeout *syscall.Timespec) (int, syscall.Errno) {
+		if interrupted < 2 {
+			interrupted++
+			return 0, syscall.EINTR
+		}
+		return kernelGetEvents(ctx, ev, timeout)
+	}
+	writeBlocks(t, a, walBlock, 1, 'i')
+	require.Equal(t, 2, interrupted)
+	require.NotZero(t, a.ctx, "an interrupted wait released the AIO context")
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, byte('i'), got[walBlock])
+}
