@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -201,4 +202,52 @@ func TestHandlerGoexitDoesNotWedgeItsKey(t *testing.T) {
 	require.ErrorIs(t, err, ErrHandler)
 	_, err = n.Call(ctx, []byte("k"), "inc", nil)
 	require.NoError(t, err, "the key's calls are stuck behind a worker that is gone")
+}
+
+// workers counts the goroutines of this process waiting for or running a
+// key's calls (executor.worker).
+func workers() int {
+	buf := make([]byte, 1<<20)
+	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "(*executor).worker(")
+}
+
+// A worker that ran a key's calls waits for the next key instead of
+// exiting, so calls made one after the other on different keys reuse a
+// few (a worker may not be waiting yet when the next call comes); Close ends the waiting ones at once, and a worker that waited
+// workerIdleTime exits.
+func TestWorkersAreReusedAndEndWhenIdleOrClosed(t *testing.T) {
+	defer func(d time.Duration) { workerIdleTime = d }(workerIdleTime)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	callKeys := func(n *Node) {
+		for i := range 50 {
+			_, err := n.Call(ctx, fmt.Appendf(nil, "k%d", i), "inc", nil)
+			require.NoError(t, err)
+		}
+	}
+
+	workerIdleTime = time.Minute // longer than ctx: Close must not wait for it
+	c := newReplicatedCluster(t, 1, 1, func(n *Node) { n.Handle("inc", counter) })
+	callKeys(c.nodes[0])
+	require.NotZero(t, workers(), "every worker exited after its key")
+	require.LessOrEqual(t, workers(), 5, "50 keys called one after the other started a worker each")
+	closed := make(chan error, 1)
+	go func() { closed <- c.nodes[0].Close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-ctx.Done():
+		t.Fatal("Close waits for the workers waiting for a key")
+	}
+	require.Zero(t, workers(), "Close returned with workers waiting for a key")
+
+	workerIdleTime = time.Millisecond
+	c = newReplicatedCluster(t, 1, 1, func(n *Node) { n.Handle("inc", counter) })
+	callKeys(c.nodes[0])
+	waitFor(t, 10*time.Second, func() error {
+		if w := workers(); w > 0 {
+			return fmt.Errorf("%d workers still wait after %v", w, workerIdleTime)
+		}
+		return nil
+	})
 }
