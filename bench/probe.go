@@ -19,6 +19,11 @@ import (
 // keep -quick short.
 const cellProbes = 200
 
+// pingPongTimeout bounds a probe's whole series of loopback round trips
+// (a few milliseconds on any machine), so that a stuck connection fails
+// the probe instead of hanging the bench (a variable for tests).
+var pingPongTimeout = time.Minute
+
 // errUnsupported reports a durable-write method this system lacks.
 var errUnsupported = errors.New("not supported here")
 
@@ -161,6 +166,7 @@ func pingPong(n int, serve func(c net.Conn) error) (time.Duration, error) {
 	go func() {
 		c, err := l.Accept()
 		if err == nil {
+			c.SetDeadline(time.Now().Add(pingPongTimeout))
 			err = serve(c)
 			c.Close()
 		}
@@ -177,11 +183,12 @@ func pingPong(n int, serve func(c net.Conn) error) (time.Duration, error) {
 // timePingPongs returns the median time of n round trips of 64 bytes to
 // addr, on a connection it then closes.
 func timePingPongs(addr string, n int) (time.Duration, error) {
-	c, err := net.Dial("tcp", addr)
+	c, err := net.DialTimeout("tcp", addr, pingPongTimeout)
 	if err != nil {
 		return 0, err
 	}
 	defer c.Close()
+	c.SetDeadline(time.Now().Add(pingPongTimeout))
 	buf := make([]byte, 64)
 	samples := make([]time.Duration, n)
 	for i := range samples {
