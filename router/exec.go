@@ -180,8 +180,9 @@ func (x *executor) start(k keyWork) {
 
 // worker runs the queue of k's key, then of each key it is handed next,
 // until it waited workerIdleTime for one or the node closes. Reusing
-// workers spares each call a new goroutine whose stack grows again in the
-// store's B-tree search: 4-5% of the bench's CPU on Zipf at 64 clients.
+// workers spares each call that finds its key idle a new goroutine, whose
+// stack grew again in the store's B-tree search: 4-5% of the bench's CPU
+// on Zipf at 64 clients.
 func (x *executor) worker(k keyWork) {
 	defer x.n.wg.Done()
 	wait := time.NewTimer(workerIdleTime)

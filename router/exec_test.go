@@ -250,4 +250,7 @@ func TestWorkersAreReusedAndEndWhenIdleOrClosed(t *testing.T) {
 		}
 		return nil
 	})
+	// Close orders the exited workers' reads of workerIdleTime before the
+	// deferred write (its wait for n.wg).
+	require.NoError(t, c.nodes[0].Close())
 }

@@ -28,7 +28,10 @@ import (
 // ctx ends, as two locks taken in opposite orders would: give such calls
 // a deadline, or take keys in one order. It must
 // not Close its node or Leave the cluster: both wait for every running
-// handler, its own included, and would never return.
+// handler, its own included, and would never return. Its goroutine goes on
+// to run other keys' calls: a handler that locks it to its thread
+// (runtime.LockOSThread) or sets its profiler labels
+// (pprof.SetGoroutineLabels) must undo that before it returns.
 type Handler func(ctx context.Context, req *Request) ([]byte, error)
 
 // Request is one call as its handler sees it.
