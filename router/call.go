@@ -34,7 +34,8 @@ type callOptions struct{ id []byte }
 // any repeat); if the first call's commit failed, the repeat is retried,
 // and runs if nothing of the first call was kept. The same ID on
 // another key is another call. Without it, or with an empty one, Call
-// draws a random ID, which still makes Call's own retries safe.
+// draws a random ID, which still makes Call's own retries safe: Call stops
+// retrying before the owner can have pruned the first attempt's response.
 func RequestID(id []byte) CallOption {
 	return func(o *callOptions) { o.id = id }
 }
@@ -42,7 +43,9 @@ func RequestID(id []byte) CallOption {
 // Call runs method on key's owner with payload and returns the handler's
 // response. It may enter any node: the call goes to the owner of the key's
 // partition and is retried, with the same request ID, until an owner
-// answers or ctx ends. Its errors match ErrUnavailable (no owner answered
+// answers or ctx ends, or until half of Config.DedupRetention has passed
+// (a retry after the owner pruned the response of an attempt that ran could
+// run the call again). Its errors match ErrUnavailable (no owner answered
 // in time), ErrUnknownMethod, ErrHandler, ErrStaleEpoch (replication factor
 // 1 only: the handler ran but the partition moved on before its commit:
 // nothing was written), ErrOverloaded, ErrRequestIDReused, ErrPayloadTooLarge,
@@ -75,6 +78,9 @@ func (n *Node) Call(ctx context.Context, key []byte, method string, payload []by
 	p := n.Partition(key)
 	delay := minRetryDelay
 	var last error
+	// Past giveUp, the owner may have pruned the dedup record of an
+	// attempt that ran (its answer lost), and a retry would run it again.
+	giveUp := time.Now().Add(n.cfg.DedupRetention / 2)
 	for {
 		r, err := n.route(ctx, p, req)
 		if errors.Is(err, wire.ErrFrameTooLarge) {
@@ -115,6 +121,9 @@ func (n *Node) Call(ctx context.Context, key []byte, method string, payload []by
 			}
 		}
 		last = err
+		if !time.Now().Before(giveUp) {
+			return nil, fmt.Errorf("%w: partition %d: no answer within half of Config.DedupRetention (%v), past which a retry could run the call again (last refusal: %v)", ErrUnavailable, p, n.cfg.DedupRetention/2, last)
+		}
 		wait := delay/2 + rand.N(delay/2+1)
 		t := time.NewTimer(wait)
 		select {

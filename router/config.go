@@ -132,7 +132,9 @@ type Config struct {
 	// moves away; calls still running then fail, fenced. Zero means 2s.
 	DrainTimeout time.Duration
 	// DedupRetention is how long a call's response is kept for retries
-	// with the same request ID. Zero means 1h.
+	// with the same request ID. Zero means 1h. Call retries for at most
+	// half of it (see Call), a margin for the nodes' clocks and for
+	// nodes configured with less: give every node the same value.
 	DedupRetention time.Duration
 	// GossipPreset is memberlist's preset: "local" (the default: a crash
 	// is detected in about 4-5s) or "lan" (about 5-7s in a small cluster,

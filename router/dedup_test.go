@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -408,4 +409,51 @@ func TestCallDigestSeparatesMethodFromPayload(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, uint64(42), d)
 	require.Equal(t, "resp", string(body))
+}
+
+// Call retries for at most half of Config.DedupRetention: once the owner
+// pruned the record of an attempt that ran but whose answer was lost, a
+// retry would run the call again.
+func TestCallStopsRetryingBeforeTheFirstAttemptsRecordCanBePruned(t *testing.T) {
+	h := &countingInc{started: make(chan struct{}), proceed: make(chan struct{})}
+	c := newFaultyCluster(t, 2, 1, func(n *Node) {
+		n.cfg.DedupRetention = 500 * time.Millisecond
+		n.Handle("inc", h.handle)
+	})
+	entry, owner := c.nodes[0], c.nodes[1]
+	key := keyOwnedBy(entry, owner.Name())
+	id := []byte("r1")
+	record := func() bool {
+		_, ok, err := owner.store.Response(owner.Partition(key), dedupID(callRequest{ID: id, Key: key}))
+		require.NoError(t, err)
+		return ok
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang guard
+	defer cancel()
+	h.hold.Store(true)
+	called := make(chan error, 1)
+	go func() {
+		_, err := entry.Call(ctx, key, "inc", nil, RequestID(id))
+		called <- err
+	}()
+	<-h.started
+	c.isolate(entry.Name()) // the answer is lost; the owner commits alone
+	h.hold.Store(false)
+	h.proceed <- struct{}{}
+	waitFor(t, 30*time.Second, func() error {
+		if !record() {
+			return errors.New("the attempt's record is not stored yet")
+		}
+		return nil
+	})
+	waitFor(t, 30*time.Second, func() error {
+		if record() {
+			return errors.New("the attempt's record is not pruned yet")
+		}
+		return nil
+	})
+	c.heal()
+	err := <-called
+	require.ErrorIs(t, err, ErrUnavailable)
+	require.Equal(t, int64(1), h.runs.Load(), "the call ran again after its record was pruned")
 }

@@ -11,7 +11,8 @@ import (
 var (
 	// ErrUnavailable is returned by Call when no node served the key's
 	// partition before ctx ended (its owner is down, or ownership is
-	// moving). The error also wraps ctx's error; its message names the
+	// moving), or within half of Config.DedupRetention. The call may have
+	// run. The error also wraps ctx's error, if it ended; its message names the
 	// last refusal, which it does not wrap (a replica's stale-epoch
 	// refusal does not mean that nothing was written, see ErrStaleEpoch).
 	ErrUnavailable = errors.New("router: partition unavailable")
