@@ -337,6 +337,7 @@ func (pt *partition) applyInTurn(ctx context.Context, b *store.Batch, meta func(
 				return nil, err
 			}
 			pt.queued, pt.queuedKnown, pt.lastQueued = m.Position, true, nil
+			reread = true // queued is the store's now
 		}
 		switch {
 		case pt.queued == *b.Prev:
@@ -354,6 +355,12 @@ func (pt *partition) applyInTurn(ctx context.Context, b *store.Batch, meta func(
 				return nil, notFollowing(b, pt.queued)
 			}
 			pt.queuedKnown, reread = false, true // the store moved (a Drop): re-read it
+		case b.Prev.LSN > pt.queued.LSN && !reread:
+			// The store may have moved past queued other than by a batch
+			// queued here: by this node's own writes while it owned the
+			// partition, which no Sync here followed. Read it once before
+			// waiting for a turn that may have passed.
+			pt.queuedKnown, reread = false, true
 		case b.Prev.LSN > pt.queued.LSN: // its predecessors are on their way
 			t, ok := pt.turns[b.Prev.LSN]
 			if !ok {

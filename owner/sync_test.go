@@ -442,12 +442,14 @@ func TestReplicaWhoseSyncAnswersLateHoldsTheCopyWhenTheClaimIsAnnounced(t *testi
 	require.Equal(t, "v1", string(v))
 }
 
-// A replica that already holds the copy at a new claim's position (it
-// owned the partition meanwhile, so its replication queue position is
-// stale) keeps it, and the new owner's first batch, which arrived before
-// the Sync and waits for its turn after that position, goes on. Found in
-// review.
-func TestBatchWaitingForAKeptCopyGoesOn(t *testing.T) {
+// A replica that owned the partition and wrote to its store directly
+// (its replication queue position is then stale) takes the new owner's
+// first batch that follows its store at once, whether or not that claim's
+// Sync reaches it: it used to wait for its turn after the stale position
+// and, with the Sync lost, refused every batch of the claim until a resync
+// (found in review). A Sync that comes after the batch finds data written
+// after its base and is refused; the replica keeps the batch.
+func TestBatchFollowingTheReplicasOwnWritesIsAppliedWithoutItsSync(t *testing.T) {
 	ctx := context.Background()
 	const p = 1
 	r, s := replicaOf(t)
@@ -462,14 +464,13 @@ func TestBatchWaitingForAKeptCopyGoesOn(t *testing.T) {
 		require.NoError(t, s.Commit(ctx, &store.Batch{Partition: p, Epoch: 2, Writes: []store.KV{{Key: []byte("k"), Value: []byte(v)}}}))
 	}
 	pos := store.Position{Epoch: 2, LSN: 4}
-	applied := make(chan error, 1)
-	go func() { applied <- applyAfterItsTurn(ctx, r, write(3, pos, "k", "from the new owner")) }()
-	waitForTurn(t, r, p, pos)
-
-	rep, err := r.HandleSync(ctx, Sync{P: p, Ballot: 3, Base: k2, Source: "a", Pos: pos, Wait: time.Second})
+	require.NoError(t, apply(ctx, r, write(3, pos, "k", "from the new owner")), "the batch that follows the store waited for a turn that had passed")
+	v, _, err := s.Get(p, []byte("k"))
 	require.NoError(t, err)
-	require.True(t, rep.Done)
-	require.NoError(t, <-applied, "the batch timed out although the copy it follows was kept")
+	require.Equal(t, "from the new owner", string(v))
+
+	_, err = r.HandleSync(ctx, Sync{P: p, Ballot: 3, Base: k2, Source: "a", Pos: pos, Wait: time.Second})
+	require.ErrorContains(t, err, "after the proposal's base")
 }
 
 // waitForTurn waits until a batch on replica r waits for its turn after
