@@ -202,13 +202,19 @@ func (o *Owner) Close() {
 func (o *Owner) Claims() *Claims { return o.claims }
 
 // Lease admits a call on partition p if this node serves it; otherwise it
-// returns a *NotOwnerError with the newest claim known.
+// returns a *NotOwnerError with the newest claim known, or, if this node's
+// store failed (store.Store.Err), that failure.
 func (o *Owner) Lease(p int) (Lease, error) {
 	if o.ctx.Err() != nil {
 		return Lease{}, ErrClosed
 	}
 	if p < 0 || p >= len(o.parts) {
 		return Lease{}, fmt.Errorf("owner: partition %d out of range [0,%d)", p, len(o.parts))
+	}
+	if err := o.store.Err(); err != nil {
+		// Nothing can commit here: a call would run and fail, and a retry
+		// run it again, while its batches reach the backups.
+		return Lease{}, fmt.Errorf("owner: partition %d: %w", p, err)
 	}
 	if l, ok := o.parts[p].lease(); ok {
 		return l, nil

@@ -620,7 +620,7 @@ func TestReplicaAppliesTheBatchesOfOneMessageInOrderWithAnOutcomeEach(t *testing
 // The owner reads its own store: a batch its own store failed to commit
 // must not be acknowledged even though both backups hold it, or the next
 // call reads the state without it and overwrites it.
-func TestOwnerDoesNotAcknowledgeABatchItsOwnStoreFailed(t *testing.T) {
+func TestOwnerDoesNotAcknowledgeABatchItsOwnStoreFailedNorAdmitAnotherCall(t *testing.T) {
 	s, err := store.Open(store.Config{Dir: t.TempDir(), NoSync: true, MaxSize: 1 << 20})
 	require.NoError(t, err)
 	o, err := New(Config{Self: "a", Partitions: 4, Store: s, Transport: flakyTransport{}})
@@ -638,6 +638,11 @@ func TestOwnerDoesNotAcknowledgeABatchItsOwnStoreFailed(t *testing.T) {
 	l.Release()
 	require.ErrorIs(t, c.Err(), store.ErrFailed)
 	require.ErrorIs(t, c.Err(), ErrNoQuorum)
+	// Nor does it run another call, which would fail too while its batch
+	// reached the backups: a retry of the same call ran again and again
+	// (found in review).
+	_, err = o.Lease(1)
+	require.ErrorIs(t, err, store.ErrFailed, "a call is admitted on a store that refuses every write")
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	require.True(t, pt.stalled, "no write can succeed here until the partition is acquired again")

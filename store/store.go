@@ -126,7 +126,7 @@ type Store struct {
 	// while healthy. Owned by the committer goroutine.
 	failure error
 	// poisoned points to failure once it is set, for writers that do not
-	// go through the committer (Copy).
+	// go through the committer (Copy), and for Err.
 	poisoned atomic.Pointer[error]
 
 	closeOnce sync.Once
@@ -203,6 +203,16 @@ func Open(cfg Config) (*Store, error) {
 	go s.run()
 	s.log.Info("store: opened", "path", path, "nosync", cfg.NoSync, "wal_replayed", replayed)
 	return s, nil
+}
+
+// Err returns the failure that poisoned the store (it matches ErrFailed),
+// or nil: once it is set, every later mutation fails until the directory
+// is opened again.
+func (s *Store) Err() error {
+	if failure := s.poisoned.Load(); failure != nil {
+		return *failure
+	}
+	return nil
 }
 
 // Close stops the committer, waits for the group it is committing, fails
