@@ -20,9 +20,10 @@ import (
 const cellProbes = 200
 
 // pingPongTimeout bounds a probe's whole series of loopback round trips
-// (a few milliseconds on any machine), so that a stuck connection fails
-// the probe instead of hanging the bench (a variable for tests).
-var pingPongTimeout = time.Minute
+// (500 at most, each with at most one durable write: seconds on a slow
+// disk), so that a stuck connection fails the probe instead of hanging
+// the bench (a variable for tests).
+var pingPongTimeout = 5 * time.Minute
 
 // errUnsupported reports a durable-write method this system lacks.
 var errUnsupported = errors.New("not supported here")

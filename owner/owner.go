@@ -201,9 +201,9 @@ func (o *Owner) Close() {
 // Claims returns the node's claims table.
 func (o *Owner) Claims() *Claims { return o.claims }
 
-// Lease admits a call on partition p if this node serves it; otherwise it
-// returns a *NotOwnerError with the newest claim known, or, if this node's
-// store failed (store.Store.Err), that failure.
+// Lease admits a call on partition p if this node serves it and its store
+// has not failed (store.Store.Err, which it then returns); otherwise it
+// returns a *NotOwnerError with the newest claim known.
 func (o *Owner) Lease(p int) (Lease, error) {
 	if o.ctx.Err() != nil {
 		return Lease{}, ErrClosed
@@ -211,12 +211,13 @@ func (o *Owner) Lease(p int) (Lease, error) {
 	if p < 0 || p >= len(o.parts) {
 		return Lease{}, fmt.Errorf("owner: partition %d out of range [0,%d)", p, len(o.parts))
 	}
-	if err := o.store.Err(); err != nil {
-		// Nothing can commit here: a call would run and fail, and a retry
-		// run it again, while its batches reach the backups.
-		return Lease{}, fmt.Errorf("owner: partition %d: %w", p, err)
-	}
 	if l, ok := o.parts[p].lease(); ok {
+		if err := o.store.Err(); err != nil {
+			// Nothing can commit here: a call would run and fail, and a
+			// retry run it again, while its batches reach the backups.
+			l.Release()
+			return Lease{}, fmt.Errorf("owner: partition %d: %w", p, err)
+		}
 		return l, nil
 	}
 	c, _ := o.claims.Get(p)

@@ -317,7 +317,7 @@ type queuedCommit interface {
 func (pt *partition) applyInTurn(ctx context.Context, b *store.Batch, meta func() (store.Meta, error), submit func(*store.Batch) queuedCommit) (queuedCommit, error) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	reread := false
+	reread, fresh := false, false
 	for {
 		if !pt.queuedKnown {
 			if p := pt.lastQueued; pending(p) {
@@ -337,7 +337,7 @@ func (pt *partition) applyInTurn(ctx context.Context, b *store.Batch, meta func(
 				return nil, err
 			}
 			pt.queued, pt.queuedKnown, pt.lastQueued = m.Position, true, nil
-			reread = true // queued is the store's now
+			fresh = true
 		}
 		switch {
 		case pt.queued == *b.Prev:
@@ -355,12 +355,13 @@ func (pt *partition) applyInTurn(ctx context.Context, b *store.Batch, meta func(
 				return nil, notFollowing(b, pt.queued)
 			}
 			pt.queuedKnown, reread = false, true // the store moved (a Drop): re-read it
-		case b.Prev.LSN > pt.queued.LSN && !reread:
+		case b.Prev.LSN > pt.queued.LSN && !fresh && !pending(pt.lastQueued):
 			// The store may have moved past queued other than by a batch
 			// queued here: by this node's own writes while it owned the
-			// partition, which no Sync here followed. Read it once before
-			// waiting for a turn that may have passed.
-			pt.queuedKnown, reread = false, true
+			// partition, which no Sync here followed. Read it before
+			// waiting for a turn that may have passed (not while a batch
+			// queued here commits: queued is then ahead of the store).
+			pt.queuedKnown = false
 		case b.Prev.LSN > pt.queued.LSN: // its predecessors are on their way
 			t, ok := pt.turns[b.Prev.LSN]
 			if !ok {

@@ -279,6 +279,62 @@ func (f *fakeStore) submitted() int {
 	return len(f.commits)
 }
 
+// turnWaited reports whether a batch waits on pt for the turn after LSN n.
+func turnWaited(pt *partition, n uint64) bool {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	_, ok := pt.turns[n]
+	return ok
+}
+
+// A batch that arrives before its predecessor does not hold up the
+// predecessor while the batch before that still commits: the predecessor
+// is queued at once, pipelined behind it, not after its commit (found in
+// review of the read before waiting).
+func TestBatchArrivingEarlyDoesNotHoldUpItsPredecessor(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a hang guard
+	defer cancel()
+	at5, at6, at7 := store.Position{Epoch: 1, LSN: 5}, store.Position{Epoch: 1, LSN: 6}, store.Position{Epoch: 1, LSN: 7}
+	fs := &fakeStore{meta: store.Meta{Position: at5, Promised: 1}}
+	pt := &partition{}
+	b6 := write(1, at5, "k", "v6")
+	_, err := pt.applyInTurn(ctx, &b6, fs.readMeta, fs.submit) // its commit stays pending
+	require.NoError(t, err)
+	b8 := write(1, at7, "k", "v8")
+	go pt.applyInTurn(ctx, &b8, fs.readMeta, fs.submit)
+	require.Eventually(t, func() bool { return turnWaited(pt, 7) }, 10*time.Second, time.Millisecond)
+	b7 := write(1, at6, "k", "v7")
+	_, err = pt.applyInTurn(ctx, &b7, fs.readMeta, fs.submit)
+	require.NoError(t, err)
+	require.Equal(t, 2, fs.submitted(), "b7 waited for b6's commit")
+}
+
+// A batch woken from its wait by another history's batch (a deposed
+// owner's, whose commit is then refused) reads the store again and waits
+// on, instead of being refused (found in review of the read before
+// waiting).
+func TestBatchWokenByAnotherHistorysBatchWaitsOn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a hang guard
+	defer cancel()
+	at4 := store.Position{Epoch: 1, LSN: 4}
+	fs := &fakeStore{meta: store.Meta{Position: at4, Promised: 2}}
+	pt := &partition{}
+	next := write(2, store.Position{Epoch: 2, LSN: 5}, "k", "new owner")
+	done := make(chan error, 1)
+	go func() {
+		_, err := pt.applyInTurn(ctx, &next, fs.readMeta, fs.submit)
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return turnWaited(pt, 5) }, 10*time.Second, time.Millisecond)
+	deposed := write(1, at4, "k", "deposed")
+	_, err := pt.applyInTurn(ctx, &deposed, fs.readMeta, fs.submit)
+	require.NoError(t, err)
+	fs.decide(0, store.Position{}, epoch.ErrStale) // the store refuses it
+	require.Eventually(t, func() bool { return turnWaited(pt, 5) || len(done) == 1 }, 10*time.Second, time.Millisecond)
+	require.Empty(t, done, "the batch was refused instead of waiting on")
+	require.Equal(t, 1, fs.submitted())
+}
+
 // A batch sent again while its first copy's commit is still pending waits
 // for that commit, and is not submitted a second time; once that commit
 // failed, the copy sent again is submitted.
@@ -643,6 +699,9 @@ func TestOwnerDoesNotAcknowledgeABatchItsOwnStoreFailedNorAdmitAnotherCall(t *te
 	// (found in review).
 	_, err = o.Lease(1)
 	require.ErrorIs(t, err, store.ErrFailed, "a call is admitted on a store that refuses every write")
+	var notOwner *NotOwnerError
+	_, err = o.Lease(2)
+	require.ErrorAs(t, err, &notOwner, "a partition served elsewhere is not redirected there")
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	require.True(t, pt.stalled, "no write can succeed here until the partition is acquired again")

@@ -45,7 +45,8 @@ func RequestID(id []byte) CallOption {
 // partition and is retried, with the same request ID, until an owner
 // answers or ctx ends, or until half of Config.DedupRetention has passed
 // (a retry after the owner pruned the response of an attempt that ran could
-// run the call again). Its errors match ErrUnavailable (no owner answered
+// run the call again; no attempt starts at the owner later either, and the
+// handler's ctx ends then). Its errors match ErrUnavailable (no owner answered
 // in time), ErrUnknownMethod, ErrHandler, ErrStaleEpoch (replication factor
 // 1 only: the handler ran but the partition moved on before its commit:
 // nothing was written), ErrOverloaded, ErrRequestIDReused, ErrPayloadTooLarge,
@@ -79,10 +80,17 @@ func (n *Node) Call(ctx context.Context, key []byte, method string, payload []by
 	delay := minRetryDelay
 	var last error
 	// Past giveUp, the owner may have pruned the dedup record of an
-	// attempt that ran (its answer lost), and a retry would run it again.
+	// attempt that ran (its answer lost), and a retry would run it again;
+	// nor may an attempt queued behind its key's earlier calls start then.
 	giveUp := time.Now().Add(n.cfg.DedupRetention / 2)
+	attemptCtx := ctx
+	if d, ok := ctx.Deadline(); !ok || d.After(giveUp) {
+		var cancel context.CancelFunc
+		attemptCtx, cancel = context.WithDeadline(ctx, giveUp)
+		defer cancel()
+	}
 	for {
-		r, err := n.route(ctx, p, req)
+		r, err := n.route(attemptCtx, p, req)
 		if errors.Is(err, wire.ErrFrameTooLarge) {
 			// Nothing was sent, and no retry can send it.
 			return nil, fmt.Errorf("%w: key, method and payload together exceed the frame between nodes: %w", ErrPayloadTooLarge, err)
@@ -121,6 +129,9 @@ func (n *Node) Call(ctx context.Context, key []byte, method string, payload []by
 			}
 		}
 		last = err
+		if n.ctx.Err() != nil {
+			return nil, ErrClosed
+		}
 		if !time.Now().Before(giveUp) {
 			return nil, fmt.Errorf("%w: partition %d: no answer within half of Config.DedupRetention (%v), past which a retry could run the call again (last refusal: %v)", ErrUnavailable, p, n.cfg.DedupRetention/2, last)
 		}
