@@ -477,13 +477,8 @@ func TestBatchFollowingTheReplicasOwnWritesIsAppliedWithoutItsSync(t *testing.T)
 // position pos of partition p.
 func waitForTurn(t *testing.T, r *Owner, p int, pos store.Position) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		pt := r.parts[p]
-		pt.mu.Lock()
-		defer pt.mu.Unlock()
-		_, waiting := pt.turns[pos.LSN]
-		return waiting
-	}, 10*time.Second, time.Millisecond, "the batch does not wait for its turn")
+	require.Eventually(t, func() bool { return turnWaited(r.parts[p], pos.LSN) },
+		10*time.Second, time.Millisecond, "the batch does not wait for its turn")
 }
 
 // replicaCopyingOnePage returns a replica (with its store) whose copies

@@ -260,8 +260,8 @@ func (s *Store) view(fn func(tx *bolt.Tx) error) error {
 // committer, to write to a poisoned one. Only for what no read and no meta
 // depends on: staged copies (copy.go).
 func (s *Store) update(fn func(tx *bolt.Tx) error) error {
-	if failure := s.poisoned.Load(); failure != nil {
-		return *failure
+	if err := s.Err(); err != nil {
+		return err
 	}
 	return s.inTx(s.db.Update, fn)
 }
