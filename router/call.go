@@ -67,7 +67,9 @@ func (n *Node) Call(ctx context.Context, key []byte, method string, payload []by
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrPayloadTooLarge, len(payload), n.cfg.MaxPayload)
 	case len(o.id) > 64:
 		return nil, fmt.Errorf("router: request ID of %d bytes, limit 64", len(o.id))
-	case n.ctx.Err() != nil || !n.ready.Load():
+	case n.ctx.Err() != nil:
+		return nil, n.closedErr()
+	case !n.ready.Load():
 		return nil, ErrClosed
 	case calledBack(ctx, n, key):
 		return nil, fmt.Errorf("%w: key %q", ErrCallCycle, key)

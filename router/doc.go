@@ -28,9 +28,11 @@
 // TCP connection per peer, and is retried with the same request ID until
 // an owner answers or ctx ends (ErrUnavailable).
 //
-// Goroutines: one per key with queued calls (it exits when the queue is
-// empty), one per call waiting for its commit, one pruning stored
-// responses, one closing the RPC connections of departed members, plus
-// those of the owner, ring, rpc and store packages. Close
-// waits for all of them.
+// Goroutines: one per key with queued calls (once the queue is empty it
+// waits up to 5 s for another key's calls, then exits), one per call
+// waiting for its commit, one pruning stored responses, one closing the
+// RPC connections of departed members, one watching the store (a node
+// whose store fails leaves the cluster and closes: see Node.Err), plus
+// those of the owner, ring, rpc and store packages. Close waits for all of
+// them.
 package router

@@ -183,6 +183,19 @@ func (c *testCluster) waitConverged() {
 	})
 }
 
+// waitDropped waits until no live node sees the node named name.
+func (c *testCluster) waitDropped(name string) {
+	c.t.Helper()
+	waitFor(c.t, 30*time.Second, func() error {
+		for _, n := range c.live() {
+			if slices.Contains(n.Members(), name) {
+				return fmt.Errorf("%s still sees %s", n.Name(), name)
+			}
+		}
+		return nil
+	})
+}
+
 func (c *testCluster) node(name string) *Node {
 	for _, n := range c.live() {
 		if n.Name() == name {

@@ -71,6 +71,10 @@ type Node struct {
 	// may then run, from any goroutine.
 	ready atomic.Bool
 	once  sync.Once
+	// done is closed once the node has stopped; stopErr, set before n.ctx
+	// is cancelled, is what Err then returns.
+	done    chan struct{}
+	stopErr error
 }
 
 // New opens the node's store and prepares it; nothing listens or joins
@@ -83,7 +87,7 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("router: open store: %w", err)
 	}
-	n := &Node{cfg: cfg, store: st, handlers: map[string]Handler{}}
+	n := &Node{cfg: cfg, store: st, handlers: map[string]Handler{}, done: make(chan struct{})}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.owner, err = owner.New(owner.Config{
 		Self:              cfg.Name,
@@ -247,10 +251,37 @@ func (n *Node) start(ctx context.Context) error {
 	if n.ctx.Err() != nil { // Close began after the join
 		return ErrClosed
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.pruneResponses()
 	go n.dropDeparted()
+	go n.stopOnStoreFailure()
 	return nil
+}
+
+// failureLeaveTimeout bounds how long a node whose store failed waits for
+// its leave to be gossiped before it closes anyway.
+const failureLeaveTimeout = 5 * time.Second
+
+// stopOnStoreFailure stops the node when its store fails (a write or a sync
+// failed: a full disk, an I/O error). The store then refuses every write,
+// so the node can serve nothing, and it neither hands partitions off nor
+// answers a promise: nothing it holds is trusted. It leaves the gossip at
+// once, so that the others place its partitions elsewhere without waiting
+// for failure detection (with replication factor 3 they take them over
+// from the backups; with 1 they wait for this node's restart), and closes.
+func (n *Node) stopOnStoreFailure() {
+	defer n.wg.Done()
+	select {
+	case <-n.ctx.Done():
+	case <-n.store.Failed():
+		cause := n.store.Err()
+		n.cfg.Logger.Error("router: the store failed; the node leaves the cluster and closes", "node", n.cfg.Name, "err", cause)
+		go func() { // not on wg, which stop waits for
+			if err := n.stop(cause); err != nil {
+				n.cfg.Logger.Warn("router: stopping after the store failed", "node", n.cfg.Name, "err", err)
+			}
+		}()
+	}
 }
 
 // dropDeparted breaks the RPC connections to each member that leaves this
@@ -398,9 +429,45 @@ func (n *Node) Leave(ctx context.Context) error {
 // partitions again. It returns once every handler running here has
 // returned, so a handler must end when its context does. It is
 // idempotent.
-func (n *Node) Close() error {
+func (n *Node) Close() error { return n.stop(nil) }
+
+// Done returns a channel that is closed once the node has stopped: Close
+// or Leave has returned, or the node stopped by itself because its store
+// failed (see Err).
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Err returns nil until Done is closed, then why the node stopped:
+// ErrClosed after Close or Leave; after its store failed (a full disk, an
+// I/O error), an error that matches both ErrClosed and store.ErrFailed.
+// A node whose store failed leaves the cluster and closes by itself; a
+// restart with the same DataDir serves again everything it acknowledged.
+func (n *Node) Err() error {
+	select {
+	case <-n.done:
+		return n.stopErr
+	default:
+		return nil
+	}
+}
+
+// closedErr is the error of a call on a stopped node: ErrClosed, wrapping
+// the store's failure if that stopped it. Read it only once n.ctx is done.
+func (n *Node) closedErr() error {
+	if n.stopErr != nil {
+		return n.stopErr
+	}
+	return ErrClosed
+}
+
+// stop is Close; cause is the store's failure when the node stops by
+// itself (stopOnStoreFailure), which then also leaves the gossip.
+func (n *Node) stop(cause error) error {
 	var err error
 	n.once.Do(func() {
+		n.stopErr = ErrClosed
+		if cause != nil {
+			n.stopErr = fmt.Errorf("%w: %w", ErrClosed, cause)
+		}
 		n.closeMu.Lock()
 		n.closed = true
 		n.closeMu.Unlock()
@@ -412,6 +479,11 @@ func (n *Node) Close() error {
 		}
 		n.owner.Close()
 		if n.ring != nil {
+			if cause != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), failureLeaveTimeout)
+				err = errors.Join(err, n.ring.Leave(ctx))
+				cancel()
+			}
 			err = errors.Join(err, n.ring.Close())
 		}
 		if n.client != nil {
@@ -419,6 +491,7 @@ func (n *Node) Close() error {
 		}
 		n.wg.Wait()
 		err = errors.Join(err, n.store.Close())
+		close(n.done)
 	})
 	return err
 }

@@ -71,6 +71,22 @@ func (l *ledger) incrementUntil(c *testCluster, keys []string, stop <-chan struc
 	return &wg
 }
 
+// waitAcknowledgedSince waits until every key has an increment
+// acknowledged after since.
+func (l *ledger) waitAcknowledgedSince(t *testing.T, keys []string, since time.Time) {
+	t.Helper()
+	waitFor(t, 60*time.Second, func() error {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, k := range keys {
+			if !l.lastOK[k].After(since) {
+				return fmt.Errorf("key %s not acknowledged since %s", k, since.Format(time.StampMicro))
+			}
+		}
+		return nil
+	})
+}
+
 // acks returns the number of acknowledged increments so far.
 func (l *ledger) acks() uint64 {
 	l.mu.Lock()
@@ -131,27 +147,11 @@ func TestReplicatedClusterLosesNothingWhenANodeCrashesUnderTraffic(t *testing.T)
 	restart.GossipAddr, restart.RPCAddr = victim.GossipAddr(), victim.server.Addr().String()
 	crashedAt := time.Now()
 	require.NoError(t, victim.Close()) // no Leave: a crash, as far as the others can tell
-	waitFor(t, 30*time.Second, func() error {
-		for _, n := range c.live() {
-			if slices.Contains(n.Members(), victim.Name()) {
-				return fmt.Errorf("%s still sees the victim", n.Name())
-			}
-		}
-		return nil
-	})
+	c.waitDropped(victim.Name())
 	detected := time.Since(crashedAt)
 	// Every key, the victim's included, is acknowledged again after the
 	// crash: its partitions were taken over from their surviving replicas.
-	waitFor(t, 60*time.Second, func() error {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		for _, k := range keys {
-			if !l.lastOK[k].After(crashedAt) {
-				return fmt.Errorf("key %s not acknowledged since the crash", k)
-			}
-		}
-		return nil
-	})
+	l.waitAcknowledgedSince(t, keys, crashedAt)
 	afterTakeover := l.acks()
 	waitFor(t, 30*time.Second, func() error {
 		if n := l.acks(); n < afterTakeover+300 {

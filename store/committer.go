@@ -302,6 +302,7 @@ func (s *Store) poison(err error, what string) {
 	if s.failure == nil {
 		s.failure = fmt.Errorf("%w: %w", ErrFailed, err)
 		s.poisoned.Store(&s.failure)
+		close(s.failed)
 	}
 	s.log.Error("store: "+what+" failed, refusing further writes", "path", s.path, "err", err)
 }

@@ -6,10 +6,10 @@ import (
 	"context"
 	"encoding/binary"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
+	"github.com/singlewriter/singlewriter/internal/smallfs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -19,13 +19,18 @@ import (
 // of 4 KiB values run until one fails, and the files, copied elsewhere,
 // open with every acknowledged value.
 func TestFullDiskFailsTheCommitAndKeepsEveryAcknowledgedOne(t *testing.T) {
-	dir := smallFileSystem(t, 8<<20)
+	dir := smallfs.Mount(t, 8<<20)
 	s, err := Open(Config{Dir: filepath.Join(dir, "store")})
 	require.NoError(t, err)
 	ctx := context.Background()
 	value := make([]byte, 4<<10)
 	var acked []int
 	var failed error
+	select {
+	case <-s.Failed():
+		t.Fatal("Failed is closed before any commit failed")
+	default:
+	}
 	for i := range 10_000 {
 		binary.BigEndian.PutUint64(value, uint64(i))
 		key := binary.BigEndian.AppendUint64(nil, uint64(i))
@@ -38,6 +43,12 @@ func TestFullDiskFailsTheCommitAndKeepsEveryAcknowledgedOne(t *testing.T) {
 	t.Logf("%d commits acknowledged, then: %v", len(acked), failed)
 	require.NotEmpty(t, acked)
 	require.ErrorIs(t, put(ctx, s, 1, 1, "after", "v"), ErrFailed, "a write after the failure")
+	select {
+	case <-s.Failed():
+	default:
+		t.Fatal("Failed is not closed after a commit failed")
+	}
+	require.ErrorIs(t, s.Err(), ErrFailed)
 	_ = s.Close()
 
 	copied := t.TempDir()
@@ -51,38 +62,4 @@ func TestFullDiskFailsTheCommitAndKeepsEveryAcknowledgedOne(t *testing.T) {
 		require.True(t, ok, "acknowledged commit %d lost", i)
 		require.Equal(t, uint64(i), binary.BigEndian.Uint64(v), "commit %d", i)
 	}
-}
-
-// smallFileSystem mounts a new ext4 file system of size bytes, made in a
-// file, on a directory it returns, and unmounts it when the test ends. It
-// skips where that is not possible (not root, no mkfs.ext4, no loop
-// devices).
-func smallFileSystem(t *testing.T, size int64) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small file system needs root")
-	}
-	mkfs, err := exec.LookPath("mkfs.ext4")
-	if err != nil {
-		t.Skip("mkfs.ext4 is not installed (Debian: e2fsprogs)")
-	}
-	base := t.TempDir()
-	image, dir := filepath.Join(base, "fs.img"), filepath.Join(base, "mnt")
-	require.NoError(t, os.Mkdir(dir, 0o700))
-	f, err := os.Create(image)
-	require.NoError(t, err)
-	require.NoError(t, f.Truncate(size))
-	require.NoError(t, f.Close())
-	if out, err := exec.Command(mkfs, "-q", "-F", image).CombinedOutput(); err != nil {
-		t.Skipf("mkfs.ext4 failed: %v: %s", err, out)
-	}
-	if out, err := exec.Command("mount", "-o", "loop", image, dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a loop device here: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-	return dir
 }

@@ -128,6 +128,8 @@ type Store struct {
 	// poisoned points to failure once it is set, for writers that do not
 	// go through the committer (Copy), and for Err.
 	poisoned atomic.Pointer[error]
+	// failed is closed when failure is set.
+	failed chan struct{}
 
 	closeOnce sync.Once
 	// closeErr is Close's result; the committer sets it to its last
@@ -191,6 +193,7 @@ func Open(cfg Config) (*Store, error) {
 		wake:          make(chan struct{}, 1),
 		stop:          make(chan struct{}),
 		exited:        make(chan struct{}),
+		failed:        make(chan struct{}),
 	}
 	if s.noFlush {
 		s.flushInterval = 0
@@ -214,6 +217,10 @@ func (s *Store) Err() error {
 	}
 	return nil
 }
+
+// Failed returns a channel that is closed when the store fails (Err is
+// then set). It stays open after Close.
+func (s *Store) Failed() <-chan struct{} { return s.failed }
 
 // Close stops the committer, waits for the group it is committing, fails
 // every operation still queued (and every later one) with ErrClosed,
