@@ -47,6 +47,9 @@ func (l *ledger) incrementUntil(c *testCluster, keys []string, stop <-chan struc
 				default:
 				}
 				live := c.live()
+				if len(live) == 0 { // the test failed and closed the nodes
+					return
+				}
 				entry := live[i%len(live)]
 				l.mu.Lock()
 				l.attempts[key]++

@@ -49,7 +49,7 @@ func TestNodeWhoseDiskFillsUpLeavesAndTheOthersTakeOver(t *testing.T) {
 	stop := make(chan struct{})
 	writers := l.incrementUntil(c, keys, stop)
 	stopWriters := sync.OnceFunc(func() { close(stop); writers.Wait() })
-	t.Cleanup(stopWriters) // before the nodes close, should the test fail
+	t.Cleanup(stopWriters) // should the test fail
 
 	// Fill the victim's disk with 64 KiB values on keys it holds a backup
 	// copy of: their owners commit them on the other backup once the
