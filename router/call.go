@@ -132,7 +132,7 @@ func (n *Node) Call(ctx context.Context, key []byte, method string, payload []by
 		}
 		last = err
 		if n.ctx.Err() != nil {
-			return nil, ErrClosed
+			return nil, n.closedErr()
 		}
 		if !time.Now().Before(giveUp) {
 			return nil, fmt.Errorf("%w: partition %d: no answer within half of Config.DedupRetention (%v), past which a retry could run the call again (last refusal: %v)", ErrUnavailable, p, n.cfg.DedupRetention/2, last)
@@ -145,7 +145,7 @@ func (n *Node) Call(ctx context.Context, key []byte, method string, payload []by
 			return nil, fmt.Errorf("%w: partition %d: %w (last refusal: %v)", ErrUnavailable, p, ctx.Err(), last)
 		case <-n.ctx.Done():
 			t.Stop()
-			return nil, ErrClosed
+			return nil, n.closedErr()
 		case <-t.C:
 		}
 		delay = min(2*delay, maxRetryDelay)

@@ -57,10 +57,11 @@ var (
 	// ErrKeyTooLarge is returned by Call, before anything is sent, for a
 	// key longer than store.MaxKeySize.
 	ErrKeyTooLarge = errors.New("router: key too large")
-	// ErrClosed is returned after Close or Leave by the methods that
-	// return an error (Start, Leave, Call, Audit), and by Call before
-	// Start. The accessors (Members, Owner, Serving, GossipAddr) return
-	// what the node last knew.
+	// ErrClosed is returned after Close or Leave, or once the node stopped
+	// because its store failed (the error then also matches
+	// store.ErrFailed), by the methods that return an error (Start, Leave,
+	// Call, Audit), and by Call before Start. The accessors (Members,
+	// Owner, Serving, GossipAddr) return what the node last knew.
 	ErrClosed = errors.New("router: node closed")
 	// ErrHandler is wrapped by Call's error when the handler returned an
 	// error: the call ran and wrote nothing. The message is the handler's,

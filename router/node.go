@@ -72,9 +72,12 @@ type Node struct {
 	ready atomic.Bool
 	once  sync.Once
 	// done is closed once the node has stopped; stopErr, set before n.ctx
-	// is cancelled, is what Err then returns.
+	// is cancelled and closed is set, is what Err then returns.
 	done    chan struct{}
 	stopErr error
+	// stopping counts the goroutine that stopOnStoreFailure starts to
+	// stop the node, which Close waits for.
+	stopping sync.WaitGroup
 }
 
 // New opens the node's store and prepares it; nothing listens or joins
@@ -265,19 +268,21 @@ const failureLeaveTimeout = 5 * time.Second
 // stopOnStoreFailure stops the node when its store fails (a write or a sync
 // failed: a full disk, an I/O error). The store then refuses every write,
 // so the node can serve nothing, and it neither hands partitions off nor
-// answers a promise: nothing it holds is trusted. It leaves the gossip at
-// once, so that the others place its partitions elsewhere without waiting
-// for failure detection (with replication factor 3 they take them over
-// from the backups; with 1 they wait for this node's restart), and closes.
+// answers a promise: nothing it holds is trusted. The node leaves the
+// gossip at once (see stop), so that the others place its partitions
+// elsewhere without waiting for failure detection (with replication factor
+// 3 they take them over from the backups; with 1 they wait for this node's
+// restart), and closes.
 func (n *Node) stopOnStoreFailure() {
 	defer n.wg.Done()
 	select {
 	case <-n.ctx.Done():
 	case <-n.store.Failed():
-		cause := n.store.Err()
-		n.cfg.Logger.Error("router: the store failed; the node leaves the cluster and closes", "node", n.cfg.Name, "err", cause)
+		n.cfg.Logger.Error("router: the store failed; the node leaves the cluster and closes", "node", n.cfg.Name, "err", n.store.Err())
+		n.stopping.Add(1)
 		go func() { // not on wg, which stop waits for
-			if err := n.stop(cause); err != nil {
+			defer n.stopping.Done()
+			if err := n.stop(); err != nil {
 				n.cfg.Logger.Warn("router: stopping after the store failed", "node", n.cfg.Name, "err", err)
 			}
 		}()
@@ -369,7 +374,7 @@ func (n *Node) Settled() bool { return n.ready.Load() && n.owner.Settled() }
 // Checkers compare the audits of all nodes: no epoch may have two owners.
 func (n *Node) Audit(p int) ([]store.AuditRecord, error) {
 	if n.isClosed() {
-		return nil, ErrClosed
+		return nil, n.closedErr()
 	}
 	return n.store.Audit(p)
 }
@@ -410,7 +415,7 @@ func (n *Node) rpcAddr(name string) (string, error) {
 // as after Close.
 func (n *Node) Leave(ctx context.Context) error {
 	if n.isClosed() {
-		return ErrClosed
+		return n.closedErr()
 	}
 	if !n.ready.Load() { // never started, or Start failed before the ring
 		return n.Close()
@@ -429,7 +434,11 @@ func (n *Node) Leave(ctx context.Context) error {
 // partitions again. It returns once every handler running here has
 // returned, so a handler must end when its context does. It is
 // idempotent.
-func (n *Node) Close() error { return n.stop(nil) }
+func (n *Node) Close() error {
+	err := n.stop()
+	n.stopping.Wait()
+	return err
+}
 
 // Done returns a channel that is closed once the node has stopped: Close
 // or Leave has returned, or the node stopped by itself because its store
@@ -437,9 +446,9 @@ func (n *Node) Close() error { return n.stop(nil) }
 func (n *Node) Done() <-chan struct{} { return n.done }
 
 // Err returns nil until Done is closed, then why the node stopped:
-// ErrClosed after Close or Leave; after its store failed (a full disk, an
+// ErrClosed after Close or Leave; if its store had failed (a full disk, an
 // I/O error), an error that matches both ErrClosed and store.ErrFailed.
-// A node whose store failed leaves the cluster and closes by itself; a
+// A node whose store fails leaves the cluster and closes by itself; a
 // restart with the same DataDir serves again everything it acknowledged.
 func (n *Node) Err() error {
 	select {
@@ -459,14 +468,16 @@ func (n *Node) closedErr() error {
 	return ErrClosed
 }
 
-// stop is Close; cause is the store's failure when the node stops by
-// itself (stopOnStoreFailure), which then also leaves the gossip.
-func (n *Node) stop(cause error) error {
+// stop is Close, without waiting for a stop that stopOnStoreFailure
+// started. A node whose store failed, whoever stops it, also leaves the
+// gossip, and its Err and its calls name the failure.
+func (n *Node) stop() error {
 	var err error
 	n.once.Do(func() {
+		failure := n.store.Err()
 		n.stopErr = ErrClosed
-		if cause != nil {
-			n.stopErr = fmt.Errorf("%w: %w", ErrClosed, cause)
+		if failure != nil {
+			n.stopErr = fmt.Errorf("%w: %w", ErrClosed, failure)
 		}
 		n.closeMu.Lock()
 		n.closed = true
@@ -479,7 +490,7 @@ func (n *Node) stop(cause error) error {
 		}
 		n.owner.Close()
 		if n.ring != nil {
-			if cause != nil {
+			if failure != nil {
 				ctx, cancel := context.WithTimeout(context.Background(), failureLeaveTimeout)
 				err = errors.Join(err, n.ring.Leave(ctx))
 				cancel()

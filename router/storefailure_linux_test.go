@@ -3,9 +3,12 @@ package router
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -93,4 +96,58 @@ func TestNodeWhoseDiskFillsUpLeavesAndTheOthersTakeOver(t *testing.T) {
 	l.requireNothingLost(t, c.nodes[0])
 	t.Logf("the others dropped the victim %s after it stopped; %d acknowledged increments", dropped.Round(time.Millisecond), l.acks())
 	logGaps(t, "victim's keys", l, func(k string) bool { return victimOwned[k] })
+}
+
+// Whoever stops a node whose store failed, the node itself or a Close
+// racing it: every call that failed says why (not a bare ErrClosed), Err
+// says it too, and the goroutine that stops the node has ended once Close
+// returned. Found in
+// review: the calls in flight got a bare ErrClosed, and the goroutine that
+// stops the node could outlive a Close that won the race. Each round fills
+// a fresh disk; the race goes either way.
+func TestNodeWhoseStoreFailedSaysSoAndLeavesNoGoroutineAfterClose(t *testing.T) {
+	for round := range 3 {
+		dir := smallfs.Mount(t, 16<<20)
+		c := &testCluster{t: t, dir: dir, setup: func(n *Node) {
+			n.Handle("put", func(_ context.Context, req *Request) ([]byte, error) {
+				req.State.Put(req.Payload)
+				return nil, nil
+			})
+		}}
+		n := c.add("n0", true)
+		c.waitConverged()
+		// Leave the store about 1 MiB: its log grows by 1 MiB at a time.
+		var st syscall.Statfs_t
+		require.NoError(t, syscall.Statfs(dir, &st))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "filler"), make([]byte, int64(st.Bavail)*st.Bsize-1<<20), 0o600))
+
+		errs := make(chan error, 1024)
+		var callers sync.WaitGroup
+		for i := range 8 {
+			callers.Go(func() {
+				for j := 0; ; j++ {
+					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					_, err := n.Call(ctx, fmt.Appendf(nil, "k%d-%d", i, j), "put", make([]byte, 64<<10))
+					cancel()
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		<-n.store.Failed()
+		require.NoError(t, n.Close())
+		for _, g := range libraryGoroutines() {
+			if strings.Contains(g, "stopOnStoreFailure") {
+				t.Fatalf("round %d: the goroutine stopping the node outlived Close:\n%s", round, g)
+			}
+		}
+		callers.Wait()
+		close(errs)
+		for err := range errs {
+			require.ErrorIs(t, err, store.ErrFailed, "round %d: a failed call does not say that the store failed", round)
+		}
+		require.ErrorIs(t, n.Err(), store.ErrFailed, "round %d", round)
+	}
 }
