@@ -68,7 +68,7 @@ func (n *Node) Call(ctx context.Context, key []byte, method string, payload []by
 	case len(o.id) > 64:
 		return nil, fmt.Errorf("router: request ID of %d bytes, limit 64", len(o.id))
 	case n.ctx.Err() != nil:
-		return nil, n.closedErr()
+		return nil, n.stopErr
 	case !n.ready.Load():
 		return nil, ErrClosed
 	case calledBack(ctx, n, key):
@@ -132,7 +132,7 @@ func (n *Node) Call(ctx context.Context, key []byte, method string, payload []by
 		}
 		last = err
 		if n.ctx.Err() != nil {
-			return nil, n.closedErr()
+			return nil, n.stopErr
 		}
 		if !time.Now().Before(giveUp) {
 			return nil, fmt.Errorf("%w: partition %d: no answer within half of Config.DedupRetention (%v), past which a retry could run the call again (last refusal: %v)", ErrUnavailable, p, n.cfg.DedupRetention/2, last)
@@ -145,7 +145,7 @@ func (n *Node) Call(ctx context.Context, key []byte, method string, payload []by
 			return nil, fmt.Errorf("%w: partition %d: %w (last refusal: %v)", ErrUnavailable, p, ctx.Err(), last)
 		case <-n.ctx.Done():
 			t.Stop()
-			return nil, n.closedErr()
+			return nil, n.stopErr
 		case <-t.C:
 		}
 		delay = min(2*delay, maxRetryDelay)

@@ -71,8 +71,11 @@ type Node struct {
 	// may then run, from any goroutine.
 	ready atomic.Bool
 	once  sync.Once
-	// done is closed once the node has stopped; stopErr, set before n.ctx
-	// is cancelled and closed is set, is what Err then returns.
+	// done is closed once the node has stopped. stopErr is the error of a
+	// stopped node (ErrClosed, wrapping the store's failure if it had
+	// failed), for Err and for the methods that find the node closed: it
+	// is set before n.ctx is cancelled and closed is set, so read it only
+	// after seeing either.
 	done    chan struct{}
 	stopErr error
 	// stopping counts the goroutine that stopOnStoreFailure starts to
@@ -374,7 +377,7 @@ func (n *Node) Settled() bool { return n.ready.Load() && n.owner.Settled() }
 // Checkers compare the audits of all nodes: no epoch may have two owners.
 func (n *Node) Audit(p int) ([]store.AuditRecord, error) {
 	if n.isClosed() {
-		return nil, n.closedErr()
+		return nil, n.stopErr
 	}
 	return n.store.Audit(p)
 }
@@ -415,7 +418,7 @@ func (n *Node) rpcAddr(name string) (string, error) {
 // as after Close.
 func (n *Node) Leave(ctx context.Context) error {
 	if n.isClosed() {
-		return n.closedErr()
+		return n.stopErr
 	}
 	if !n.ready.Load() { // never started, or Start failed before the ring
 		return n.Close()
@@ -457,15 +460,6 @@ func (n *Node) Err() error {
 	default:
 		return nil
 	}
-}
-
-// closedErr is the error of a call on a stopped node: ErrClosed, wrapping
-// the store's failure if that stopped it. Read it only once n.ctx is done.
-func (n *Node) closedErr() error {
-	if n.stopErr != nil {
-		return n.stopErr
-	}
-	return ErrClosed
 }
 
 // stop is Close, without waiting for a stop that stopOnStoreFailure

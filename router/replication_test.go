@@ -90,6 +90,22 @@ func (l *ledger) waitAcknowledgedSince(t *testing.T, keys []string, since time.T
 	})
 }
 
+// accountKeys returns the keys acct-0 to acct-(count-1), and those of them
+// that n owns; it fails the test if n owns none.
+func accountKeys(t *testing.T, n *Node, count int) (keys []string, owned map[string]bool) {
+	t.Helper()
+	owned = map[string]bool{}
+	for i := range count {
+		k := fmt.Sprintf("acct-%d", i)
+		keys = append(keys, k)
+		if cl, _ := n.Owner(n.Partition([]byte(k))); cl.Owner == n.Name() {
+			owned[k] = true
+		}
+	}
+	require.NotEmpty(t, owned, "no key on %s", n.Name())
+	return keys, owned
+}
+
 // acks returns the number of acknowledged increments so far.
 func (l *ledger) acks() uint64 {
 	l.mu.Lock()
@@ -126,16 +142,7 @@ func TestReplicatedClusterLosesNothingWhenANodeCrashesUnderTraffic(t *testing.T)
 	})
 	victim := c.nodes[3]
 	// Keys spread over many partitions, some owned by the victim.
-	var keys []string
-	victimOwned := map[string]bool{}
-	for i := 0; len(keys) < 60; i++ {
-		k := fmt.Sprintf("acct-%d", i)
-		keys = append(keys, k)
-		if cl, _ := victim.Owner(victim.Partition([]byte(k))); cl.Owner == victim.Name() {
-			victimOwned[k] = true
-		}
-	}
-	require.NotEmpty(t, victimOwned, "no key on the victim")
+	keys, victimOwned := accountKeys(t, victim, 60)
 
 	l := newLedger()
 	stop := make(chan struct{})

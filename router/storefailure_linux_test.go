@@ -38,16 +38,7 @@ func TestNodeWhoseDiskFillsUpLeavesAndTheOthersTakeOver(t *testing.T) {
 	victim := c.start(cfg)
 	c.waitConverged()
 
-	var keys []string
-	victimOwned := map[string]bool{}
-	for i := 0; len(keys) < 40; i++ {
-		k := fmt.Sprintf("acct-%d", i)
-		keys = append(keys, k)
-		if cl, _ := victim.Owner(victim.Partition([]byte(k))); cl.Owner == victim.Name() {
-			victimOwned[k] = true
-		}
-	}
-	require.NotEmpty(t, victimOwned, "no key owned by the victim")
+	keys, victimOwned := accountKeys(t, victim, 40)
 	l := newLedger()
 	stop := make(chan struct{})
 	writers := l.incrementUntil(c, keys, stop)
