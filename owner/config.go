@@ -47,6 +47,13 @@ type Ring interface {
 	Changed() <-chan struct{}
 	// Broadcast gossips msg to every member.
 	Broadcast(msg []byte)
+	// SetClusterID tells the members the cluster ID this node belongs to,
+	// waiting at most timeout for the gossip; nodes of another ID then
+	// leave each other out.
+	SetClusterID(id string, timeout time.Duration) error
+	// SetLeaving tells the members, waiting at most timeout for the
+	// gossip, that this node is leaving: their tables place nothing on it.
+	SetLeaving(timeout time.Duration) error
 }
 
 // Config configures an Owner.

@@ -91,9 +91,11 @@ func TestBackupDoesNotAskForACopyWhileOneIsBeingCopied(t *testing.T) {
 // fixedRing is a Ring whose table never changes.
 type fixedRing struct{ t *ring.Table }
 
-func (r fixedRing) Table() *ring.Table       { return r.t }
-func (r fixedRing) Changed() <-chan struct{} { return nil }
-func (r fixedRing) Broadcast([]byte)         {}
+func (r fixedRing) Table() *ring.Table                       { return r.t }
+func (r fixedRing) Changed() <-chan struct{}                 { return nil }
+func (r fixedRing) Broadcast([]byte)                         {}
+func (r fixedRing) SetClusterID(string, time.Duration) error { return nil }
+func (r fixedRing) SetLeaving(time.Duration) error           { return nil }
 
 // preparesSeen is a Transport that records the Prepares sent and answers
 // none.

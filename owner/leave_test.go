@@ -29,23 +29,31 @@ func TestLeaveFailsWhenEveryOtherMemberIsLeaving(t *testing.T) {
 	a.ring = fixedRing{&ring.Table{Members: []ring.Member{{Name: "a"}, {Name: "b"}}}}
 
 	err := a.Leave(ctx)
-	require.ErrorContains(t, err, "1 partitions still owned, kept in the data directory: every other member left or is leaving")
+	require.ErrorContains(t, err, "1 partitions still held (1 owned), kept in the data directory: every other member left or is leaving")
 	require.NoError(t, ctx.Err(), "Leave waited for its ctx")
 	c, _ := a.claims.Get(1)
 	require.Equal(t, "a", c.Owner)
 }
 
-// A node alone in its table keeps its partitions for its next start:
-// Leave returns nil at once.
-func TestLeaveOfTheLastNodeKeepsItsPartitions(t *testing.T) {
+// A node alone in its table (the last one, or one cut off from the
+// others) keeps its partitions for its next start, and Leave says so at
+// once: nil would tell its operator that its data directory may go. One
+// that holds nothing returns nil.
+func TestLeaveOfTheLastNodeKeepsItsPartitionsAndSaysSo(t *testing.T) {
 	a, _ := (&mesh{}).add(t, "a")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	require.NoError(t, a.learn(ctx, 1, store.Claim{Epoch: 1, Owner: "a", Replicas: []string{"a"}}))
 	a.ring = fixedRing{&ring.Table{Members: []ring.Member{{Name: "a"}}}}
-	require.NoError(t, a.Leave(ctx))
-	c, _ := a.claims.Get(1)
-	require.Equal(t, "a", c.Owner)
+	require.NoError(t, a.Leave(ctx), "nothing held")
+
+	b, _ := (&mesh{}).add(t, "b")
+	require.NoError(t, b.learn(ctx, 1, store.Claim{Epoch: 1, Owner: "b", Replicas: []string{"b"}}))
+	require.NoError(t, b.learn(ctx, 2, store.Claim{Epoch: 1, Owner: "c", Replicas: []string{"c", "b"}}))
+	b.ring = fixedRing{&ring.Table{Members: []ring.Member{{Name: "b"}}}}
+	require.ErrorContains(t, b.Leave(ctx), "2 partitions still held (1 owned), kept in the data directory")
+	require.NoError(t, ctx.Err(), "Leave waited for its ctx")
+	c, _ := b.claims.Get(1)
+	require.Equal(t, "b", c.Owner)
 }
 
 // holdFirstAccept is a Transport that holds the first Accept it sends

@@ -15,6 +15,10 @@ import (
 	"github.com/singlewriter/singlewriter/store"
 )
 
+// clusterIDGossipTimeout bounds the wait for the gossip of this node's
+// cluster ID (Ring.SetClusterID); push/pull carries it later if it ends.
+const clusterIDGossipTimeout = time.Second
+
 // maxConcurrentAttempts bounds the acquisitions and resumes run at once.
 const maxConcurrentAttempts = 16
 
@@ -86,9 +90,14 @@ func New(cfg Config) (*Owner, error) {
 	return o, nil
 }
 
-// load reads the cluster ID and, if there is one, the chosen claims from
-// the store (a new cluster is created later, by Bootstrap).
+// load checks the store's partition count (a new store takes the
+// configured one) and reads the cluster ID and, if there is one, the
+// chosen claims from the store (a new cluster is created later, by
+// Bootstrap).
 func (o *Owner) load() error {
+	if err := o.store.SetPartitionCount(o.cfg.Partitions); err != nil {
+		return fmt.Errorf("owner: %w", err)
+	}
 	id, err := o.store.ClusterID()
 	if err != nil {
 		return err
@@ -337,18 +346,29 @@ func (o *Owner) reconcile(t *ring.Table, now time.Time) time.Duration {
 }
 
 // persistCluster stores the cluster ID learned by gossip before the node
-// takes part in any protocol.
+// takes part in any protocol, and then tells the ring (also the ID
+// Bootstrap created).
 func (o *Owner) persistCluster() error {
 	id := o.claims.Cluster()
 	if id == "" {
 		return nil
 	}
 	cur, err := o.store.ClusterID()
-	if err != nil || cur == id {
+	if err != nil {
 		return err
 	}
-	return o.store.SetClusterID(id)
+	if cur != id {
+		if err := o.store.SetClusterID(id); err != nil {
+			return err
+		}
+	}
+	return o.ring.SetClusterID(id, clusterIDGossipTimeout)
 }
+
+// ClusterID returns the ID of the cluster this node belongs to, "" until
+// it has one: the store's from New on, or the one Bootstrap creates or
+// gossip brings.
+func (o *Owner) ClusterID() string { return o.claims.Cluster() }
 
 // attempt runs one step for a partition, bounded by the semaphore.
 func (o *Owner) attempt(s Step, t *ring.Table) {

@@ -3,6 +3,7 @@ package ring
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -20,6 +21,10 @@ const (
 	// about 5-7s in a small cluster.
 	PresetLAN = "lan"
 )
+
+// MaxClusterIDLen bounds Config.ClusterID and SetClusterID's id, so that
+// the metadata always fits memberlist's.
+const MaxClusterIDLen = 64
 
 // deadNodeReclaimTime is how long a crashed node's name stays reserved for its
 // old address. After it, the node may come back under the same name from
@@ -54,6 +59,16 @@ type Config struct {
 	// Fingerprint is what this node requires every other node to share;
 	// nodes with another fingerprint are refused (and logged at Warn).
 	Fingerprint Fingerprint
+
+	// ClusterID is the ID of the cluster this node belongs to, "" while it
+	// has none (a new node learns it from its peers; see SetClusterID).
+	// Nodes whose IDs are both set and differ never count each other as
+	// members, and a node refuses to join seeds that all carry another ID.
+	ClusterID string
+
+	// Founder marks a node started to create a new cluster if it finds
+	// none; Founders lists such members.
+	Founder bool
 
 	// Seeds are gossip addresses (host:port) that Join contacts. Empty means
 	// Join starts a cluster of one.
@@ -93,6 +108,11 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// meta returns the metadata this node starts with.
+func (cfg Config) meta() nodeMeta {
+	return nodeMeta{RPCAddr: cfg.RPCAddr, Fingerprint: cfg.Fingerprint, ClusterID: cfg.ClusterID, Founder: cfg.Founder}
+}
+
 // validate returns cfg with defaults filled in, or an error wrapping
 // ErrInvalidConfig that names the offending field and value.
 func (cfg Config) validate() (Config, error) {
@@ -127,9 +147,15 @@ func (cfg Config) validate() (Config, error) {
 	if fp.PlacementVersion != PlacementVersion {
 		return bad("Fingerprint.PlacementVersion %d is not this package's %d", fp.PlacementVersion, PlacementVersion)
 	}
-	if meta := encodeMeta(nodeMeta{cfg.RPCAddr, cfg.Fingerprint}); len(meta) > memberlist.MetaMaxSize {
-		return bad("RPCAddr (%d bytes) and Fingerprint.Cluster (%d bytes) exceed memberlist's %d-byte metadata",
-			len(cfg.RPCAddr), len(fp.Cluster), memberlist.MetaMaxSize)
+	if len(cfg.ClusterID) > MaxClusterIDLen {
+		return bad("ClusterID is %d bytes, more than %d", len(cfg.ClusterID), MaxClusterIDLen)
+	}
+	// Leave room for any cluster ID SetClusterID may set later.
+	longest := cfg.meta()
+	longest.ClusterID = strings.Repeat("x", MaxClusterIDLen)
+	if meta := encodeMeta(longest); len(meta) > memberlist.MetaMaxSize {
+		return bad("RPCAddr (%d bytes), Fingerprint.Cluster (%d bytes) and Fingerprint.Settings (%d bytes) exceed memberlist's %d-byte metadata",
+			len(cfg.RPCAddr), len(fp.Cluster), len(fp.Settings), memberlist.MetaMaxSize)
 	}
 	switch n := len(cfg.SecretKey); n {
 	case 0, 16, 24, 32:

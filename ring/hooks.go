@@ -19,7 +19,6 @@ import (
 // and signal kick.
 type hooks struct {
 	fp     Fingerprint // this node's fingerprint
-	meta   []byte      // this node's encoded nodeMeta
 	user   Delegate    // may be nil
 	queue  *memberlist.TransmitLimitedQueue
 	kick   chan<- struct{} // capacity 1: a pending signal absorbs later ones
@@ -29,8 +28,12 @@ type hooks struct {
 	// to tell a refusal from an unreachable seed.
 	refusals atomic.Uint64
 
-	// mu guards members.
+	// mu guards self, meta and members.
 	mu sync.Mutex
+	// self is this node's metadata, meta its encoding; SetClusterID
+	// changes self.ClusterID.
+	self nodeMeta
+	meta []byte
 	// members holds a copy of every live member's node, as the events
 	// reported it. memberlist.Members returns its own Node values, which it
 	// updates in place under its lock (a new Meta, a new address), so
@@ -62,6 +65,20 @@ func (h *hooks) liveMembers() []memberlist.Node {
 	return nodes
 }
 
+// selfMeta returns this node's metadata.
+func (h *hooks) selfMeta() nodeMeta {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.self
+}
+
+// setSelf makes m this node's metadata.
+func (h *hooks) setSelf(m nodeMeta) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.self, h.meta = m, encodeMeta(m)
+}
+
 // notify asks the table goroutine to rebuild the table, without blocking: if
 // a signal is already pending, the rebuild it causes sees this change too.
 func (h *hooks) notify() {
@@ -71,33 +88,68 @@ func (h *hooks) notify() {
 	}
 }
 
-// check returns nil if node carries this node's fingerprint, or an error
-// naming both fingerprints.
-func (h *hooks) check(node *memberlist.Node) error {
+// check returns node's metadata if it decodes and carries this node's
+// fingerprint, or an error naming both fingerprints.
+func (h *hooks) check(node *memberlist.Node) (nodeMeta, error) {
 	m, err := decodeMeta(node.Meta)
 	if err != nil {
 		h.logger.Warn("ring: refusing node with foreign metadata", "node", node.Name, "addr", node.Address())
-		return fmt.Errorf("node %s: %w", node.Name, err)
+		return m, fmt.Errorf("node %s: %w", node.Name, err)
 	}
 	if m.Fingerprint != h.fp {
 		h.logger.Warn("ring: refusing node with another fingerprint",
 			"node", node.Name, "addr", node.Address(), "theirs", m.Fingerprint.String(), "ours", h.fp.String())
-		return fmt.Errorf("%w: node %s has %v, this node has %v", ErrIncompatible, node.Name, m.Fingerprint, h.fp)
+		return m, fmt.Errorf("%w: node %s has %v, this node has %v", ErrIncompatible, node.Name, m.Fingerprint, h.fp)
+	}
+	return m, nil
+}
+
+// otherCluster reports whether theirs names another cluster than ours:
+// both are set and differ. A node without an ID yet is of no other cluster.
+func otherCluster(ours, theirs string) bool {
+	return ours != "" && theirs != "" && ours != theirs
+}
+
+// NotifyAlive refuses a node with another fingerprint, and a new node of
+// another cluster ID (memberlist.AliveDelegate). A member that turns out
+// to be of another cluster ID (two nodes of a new cluster created two) is
+// accepted, so that its new metadata is recorded, and left out of tables.
+func (h *hooks) NotifyAlive(node *memberlist.Node) error {
+	m, err := h.check(node)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, known := h.members[node.Name]; !known && otherCluster(h.self.ClusterID, m.ClusterID) {
+		h.logger.Warn("ring: refusing node of another cluster ID",
+			"node", node.Name, "addr", node.Address(), "theirs", m.ClusterID, "ours", h.self.ClusterID)
+		return fmt.Errorf("%w: node %s belongs to cluster ID %s, this node to %s", ErrIncompatible, node.Name, m.ClusterID, h.self.ClusterID)
 	}
 	return nil
 }
 
-// NotifyAlive refuses a node with another fingerprint (memberlist.AliveDelegate).
-func (h *hooks) NotifyAlive(node *memberlist.Node) error { return h.check(node) }
-
-// NotifyMerge refuses a push/pull at join if any peer has another
-// fingerprint (memberlist.MergeDelegate).
+// NotifyMerge refuses a push/pull if any peer has another fingerprint, or
+// if the peers carry cluster IDs and none is this node's: they are another
+// cluster's (memberlist.MergeDelegate). A push/pull that also lists a
+// member of another cluster ID, which tables leave out, is not refused.
 func (h *hooks) NotifyMerge(peers []*memberlist.Node) error {
+	ids := make([]string, 0, len(peers))
 	for _, p := range peers {
-		if err := h.check(p); err != nil {
+		m, err := h.check(p)
+		if err != nil {
 			h.refusals.Add(1)
 			return err
 		}
+		ids = append(ids, m.ClusterID)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	other := slices.ContainsFunc(ids, func(id string) bool { return otherCluster(h.self.ClusterID, id) })
+	if other && !slices.Contains(ids, h.self.ClusterID) {
+		h.refusals.Add(1)
+		h.logger.Warn("ring: refusing the state of another cluster ID", "theirs", ids, "ours", h.self.ClusterID)
+		return fmt.Errorf("%w: the peers belong to cluster IDs %v, this node to %s", ErrIncompatible, slices.Compact(slices.Sorted(slices.Values(ids))), h.self.ClusterID)
 	}
 	return nil
 }
@@ -137,7 +189,11 @@ func (h *hooks) NotifyConflict(existing, other *memberlist.Node) {
 
 // NodeMeta returns this node's metadata (memberlist.Delegate); validate
 // checked it fits memberlist.MetaMaxSize.
-func (h *hooks) NodeMeta(int) []byte { return h.meta }
+func (h *hooks) NodeMeta(int) []byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.meta
+}
 
 // NotifyMsg hands a copy of a peer's broadcast to the Delegate
 // (memberlist.Delegate); memberlist reuses its buffer.

@@ -30,26 +30,45 @@ type Fingerprint struct {
 	// differently never see each other, instead of failing on every
 	// message. The ring only compares it.
 	Protocol int
+	// Settings are the caller's settings every node must share (the
+	// largest payload, say); the ring only compares them.
+	Settings string
 }
 
 // String formats the fingerprint for logs.
 func (f Fingerprint) String() string {
-	return fmt.Sprintf("{cluster=%q P=%d RF=%d placement=v%d protocol=v%d}", f.Cluster, f.Partitions, f.RF, f.PlacementVersion, f.Protocol)
+	return fmt.Sprintf("{cluster=%q P=%d RF=%d placement=v%d protocol=v%d settings=%q}", f.Cluster, f.Partitions, f.RF, f.PlacementVersion, f.Protocol, f.Settings)
 }
 
 // metaVersion is the first byte of the node metadata encoding. Version 1
-// had no Protocol: it decodes as Protocol 0, so that a node of such a build
-// is refused as one with another fingerprint, named in the log.
-const metaVersion = 2
+// had no Protocol, version 2 no Settings, ClusterID and flags: they decode with
+// zero values, so that a node of such a build is refused as one with
+// another fingerprint, named in the log.
+const metaVersion = 3
 
 // nodeMeta is what a node carries in memberlist's node metadata.
 type nodeMeta struct {
 	RPCAddr     string
 	Fingerprint Fingerprint
+	// ClusterID is the ID of the cluster the node belongs to, "" while it
+	// has none (see Config.ClusterID).
+	ClusterID string
+	// Founder is Config.Founder.
+	Founder bool
+	// Leaving is set by SetLeaving.
+	Leaving bool
 }
 
+// Flags of nodeMeta's last byte.
+const (
+	founderFlag = 1 << iota
+	leavingFlag
+)
+
 // encodeMeta encodes m as: version byte, then uvarint-length-prefixed RPCAddr
-// and Cluster, then uvarints Partitions, RF, PlacementVersion and Protocol.
+// and Cluster, then uvarints Partitions, RF, PlacementVersion and Protocol,
+// then length-prefixed Settings and ClusterID, and a byte of flags
+// (founderFlag, leavingFlag).
 func encodeMeta(m nodeMeta) []byte {
 	b := []byte{metaVersion}
 	b = binary.AppendUvarint(b, uint64(len(m.RPCAddr)))
@@ -59,14 +78,26 @@ func encodeMeta(m nodeMeta) []byte {
 	b = binary.AppendUvarint(b, uint64(m.Fingerprint.Partitions))
 	b = binary.AppendUvarint(b, uint64(m.Fingerprint.RF))
 	b = binary.AppendUvarint(b, uint64(m.Fingerprint.PlacementVersion))
-	return binary.AppendUvarint(b, uint64(m.Fingerprint.Protocol))
+	b = binary.AppendUvarint(b, uint64(m.Fingerprint.Protocol))
+	b = binary.AppendUvarint(b, uint64(len(m.Fingerprint.Settings)))
+	b = append(b, m.Fingerprint.Settings...)
+	b = binary.AppendUvarint(b, uint64(len(m.ClusterID)))
+	b = append(b, m.ClusterID...)
+	var flags byte
+	if m.Founder {
+		flags |= founderFlag
+	}
+	if m.Leaving {
+		flags |= leavingFlag
+	}
+	return append(b, flags)
 }
 
-// decodeMeta decodes what encodeMeta encoded, or version 1 of it; it
-// rejects anything else, including trailing bytes.
+// decodeMeta decodes what encodeMeta encoded, or versions 1 and 2 of it;
+// it rejects anything else, including trailing bytes.
 func decodeMeta(b []byte) (nodeMeta, error) {
 	d := metaDecoder{b: b}
-	if len(b) == 0 || b[0] != metaVersion && b[0] != 1 {
+	if len(b) == 0 || b[0] < 1 || b[0] > metaVersion {
 		return nodeMeta{}, errBadMeta
 	}
 	version := b[0]
@@ -79,6 +110,15 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 	m.Fingerprint.PlacementVersion = d.int()
 	if version > 1 {
 		m.Fingerprint.Protocol = d.int()
+	}
+	if version > 2 {
+		m.Fingerprint.Settings = d.string()
+		m.ClusterID = d.string()
+		flags := d.int()
+		m.Founder, m.Leaving = flags&founderFlag != 0, flags&leavingFlag != 0
+		if flags&^(founderFlag|leavingFlag) != 0 {
+			d.err = errBadMeta
+		}
 	}
 	if d.err != nil || len(d.b) != 0 {
 		return nodeMeta{}, errBadMeta

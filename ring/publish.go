@@ -22,18 +22,37 @@ func (r *Ring) run() {
 //
 // Members whose metadata does not decode or carries another fingerprint are
 // left out. memberlist's AliveDelegate already refuses them; this covers a
-// node that changed its metadata in an update.
+// node that changed its metadata in an update. Members of another cluster
+// ID are left out too, and logged at error level once per ID. Members
+// that announced they are leaving are placed nowhere: the table lists
+// them in Leaving.
 func (r *Ring) rebuild() {
-	nodes := r.hooks.liveMembers()
+	nodes, self := r.hooks.liveMembers(), r.hooks.selfMeta()
 	members := make([]Member, 0, len(nodes))
+	var leaving []Member
 	for _, n := range nodes {
 		m, err := decodeMeta(n.Meta)
 		if err != nil || m.Fingerprint != r.cfg.Fingerprint {
 			continue
 		}
+		if otherCluster(self.ClusterID, m.ClusterID) {
+			if r.leftOut[n.Name] != m.ClusterID {
+				r.logger.Error("ring: a member belongs to another cluster ID; leaving it out (a data directory of another cluster, or two nodes that each created a cluster)",
+					"node", n.Name, "addr", n.Address(), "theirs", m.ClusterID, "ours", self.ClusterID)
+				r.leftOut[n.Name] = m.ClusterID
+			}
+			continue
+		}
+		delete(r.leftOut, n.Name)
+		if m.Leaving {
+			leaving = append(leaving, Member{Name: n.Name, RPCAddr: m.RPCAddr})
+			continue
+		}
 		members = append(members, Member{Name: n.Name, RPCAddr: m.RPCAddr})
 	}
 	t := Place(members, r.cfg.Fingerprint.Partitions, r.cfg.Fingerprint.RF)
+	t.Leaving = leaving
+	t.Checksum = t.checksum()
 	cur := r.table.Load()
 	if t.Checksum == cur.Checksum {
 		return

@@ -58,6 +58,10 @@ type Ring struct {
 	// published, and replaced by a new channel.
 	changed chan struct{}
 
+	// leftOut holds the cluster ID of each member left out of the table
+	// for it, so that rebuild logs it once; only rebuild touches it.
+	leftOut map[string]string
+
 	// lifeMu guards closed and serializes Leave with Close, so that
 	// memberlist's Leave never runs after its Shutdown (it panics).
 	lifeMu sync.Mutex
@@ -78,15 +82,16 @@ func New(cfg Config) (*Ring, error) {
 		kick:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		changed: make(chan struct{}),
+		leftOut: map[string]string{},
 	}
 	r.table.Store(Place(nil, cfg.Fingerprint.Partitions, cfg.Fingerprint.RF))
 	r.hooks = &hooks{
 		fp:     cfg.Fingerprint,
-		meta:   encodeMeta(nodeMeta{cfg.RPCAddr, cfg.Fingerprint}),
 		user:   cfg.Delegate,
 		kick:   r.kick,
 		logger: cfg.Logger,
 	}
+	r.hooks.setSelf(cfg.meta())
 	mc := cfg.memberlistConfig(r.hooks)
 	r.hooks.queue = &memberlist.TransmitLimitedQueue{
 		NumNodes:       func() int { return len(r.table.Load().Members) },
@@ -222,6 +227,71 @@ func (r *Ring) GossipAddr() string { return r.gossip }
 
 // LocalName returns this node's name.
 func (r *Ring) LocalName() string { return r.cfg.Name }
+
+// SetClusterID sets the ID of the cluster this node belongs to, once it
+// knows it (see Config.ClusterID), and gossips it within timeout. From
+// then on, members of another cluster ID are left out of the table. It
+// does nothing if id is already set, and returns an error wrapping
+// ErrInvalidConfig if another ID is set or id is empty or longer than
+// MaxClusterIDLen, and ErrClosed after Leave or Close.
+func (r *Ring) SetClusterID(id string, timeout time.Duration) error {
+	return r.updateSelf(timeout, func(m *nodeMeta) error {
+		switch {
+		case id == "" || len(id) > MaxClusterIDLen:
+			return fmt.Errorf("%w: cluster ID %q is empty or longer than %d bytes", ErrInvalidConfig, id, MaxClusterIDLen)
+		case m.ClusterID != "" && m.ClusterID != id:
+			return fmt.Errorf("%w: cluster ID %q set, not %q", ErrInvalidConfig, m.ClusterID, id)
+		}
+		m.ClusterID = id
+		return nil
+	})
+}
+
+// SetLeaving tells the members, within timeout, that this node is
+// leaving: from then on their tables (and this node's) place no partition
+// on it and list it in Table.Leaving, so that they take over what it
+// holds while it still answers. It cannot be undone: Leave or Close the
+// Ring next. It returns ErrClosed after Leave or Close.
+func (r *Ring) SetLeaving(timeout time.Duration) error {
+	return r.updateSelf(timeout, func(m *nodeMeta) error {
+		m.Leaving = true
+		return nil
+	})
+}
+
+// updateSelf applies change to this node's metadata and, if that changed
+// it, rebuilds the table and gossips the new metadata within timeout.
+func (r *Ring) updateSelf(timeout time.Duration, change func(*nodeMeta) error) error {
+	r.lifeMu.Lock()
+	defer r.lifeMu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	self := r.hooks.selfMeta()
+	next := self
+	if err := change(&next); err != nil || next == self {
+		return err
+	}
+	r.hooks.setSelf(next)
+	r.hooks.notify()
+	if err := r.ml.UpdateNode(timeout); err != nil {
+		return fmt.Errorf("ring: gossip this node's new metadata: %w", err)
+	}
+	return nil
+}
+
+// Founders returns the names, sorted, of the live members (this node
+// included) started with Config.Founder that have no cluster ID yet: the
+// nodes that may each create a new cluster.
+func (r *Ring) Founders() []string {
+	var names []string
+	for _, n := range r.hooks.liveMembers() {
+		if m, err := decodeMeta(n.Meta); err == nil && m.Founder && m.ClusterID == "" && m.Fingerprint == r.cfg.Fingerprint {
+			names = append(names, n.Name)
+		}
+	}
+	return names
+}
 
 // Leave tells the cluster that this node is leaving, waiting until the
 // message is gossiped (a few gossip intervals while others are alive) or

@@ -32,20 +32,27 @@ type Table struct {
 	// RF-1 backups. Invariant: len(Replicas[p]) == min(RF, len(Members)) and
 	// the names are distinct.
 	Replicas [][]string
-	// Checksum is an xxhash over Members, Owners and Replicas (not Version):
+	// Leaving are the live members that announced they are leaving (see
+	// Ring.SetLeaving), sorted by name: placement leaves them out, but
+	// they still serve what they own until others take it over.
+	Leaving []Member
+	// Checksum is an xxhash over Members, Owners, Replicas and Leaving (not Version):
 	// nodes that agree on the placement have equal checksums.
 	Checksum uint64
 }
 
-// Member returns the member called name, and whether the table has it.
+// Member returns the member called name, leaving or not, and whether the
+// table has it.
 func (t *Table) Member(name string) (Member, bool) {
-	i, ok := slices.BinarySearchFunc(t.Members, name, func(m Member, name string) int {
-		return strings.Compare(m.Name, name)
-	})
-	if !ok {
-		return Member{}, false
+	for _, ms := range [][]Member{t.Members, t.Leaving} {
+		i, ok := slices.BinarySearchFunc(ms, name, func(m Member, name string) int {
+			return strings.Compare(m.Name, name)
+		})
+		if ok {
+			return ms[i], true
+		}
 	}
-	return t.Members[i], true
+	return Member{}, false
 }
 
 // checksum hashes the table's members, owners and replicas. Every string and
@@ -60,10 +67,12 @@ func (t *Table) checksum() uint64 {
 		putLen(len(s))
 		_, _ = d.WriteString(s)
 	}
-	putLen(len(t.Members))
-	for _, m := range t.Members {
-		putString(m.Name)
-		putString(m.RPCAddr)
+	for _, ms := range [][]Member{t.Members, t.Leaving} {
+		putLen(len(ms))
+		for _, m := range ms {
+			putString(m.Name)
+			putString(m.RPCAddr)
+		}
 	}
 	putLen(len(t.Owners))
 	for _, o := range t.Owners {

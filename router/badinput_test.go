@@ -42,8 +42,8 @@ func TestBadCallsGetClearErrors(t *testing.T) {
 	_, err = n.Call(ended, bytes.Repeat([]byte("k"), store.MaxKeySize+1), "inc", nil)
 	require.ErrorIs(t, err, ErrKeyTooLarge)
 
-	_, err = n.Call(ctx, []byte("k"), "inc", nil, RequestID(make([]byte, 65)))
-	require.Error(t, err)
+	_, err = n.Call(ended, []byte("k"), "inc", nil, RequestID(make([]byte, MaxRequestIDSize+1)))
+	require.ErrorIs(t, err, ErrRequestIDTooLarge)
 
 	// Nothing above wrote anything.
 	v, err := n.Call(ctx, []byte("k"), "get", nil)
@@ -197,7 +197,7 @@ func (l *logBuffer) String() string {
 	return l.buf.String()
 }
 
-func TestNodeOfAnotherClusterPartitionCountOrSecretIsRefused(t *testing.T) {
+func TestNodeOfAnotherClusterPartitionCountMaxPayloadOrSecretIsRefused(t *testing.T) {
 	var logs logBuffer
 	c := &testCluster{t: t, dir: t.TempDir(), setup: func(n *Node) { n.Handle("inc", counter) }}
 	cfg := c.config("n0", true)
@@ -209,6 +209,7 @@ func TestNodeOfAnotherClusterPartitionCountOrSecretIsRefused(t *testing.T) {
 	for _, mutate := range []func(*Config){
 		func(cfg *Config) { cfg.Cluster = "other" },
 		func(cfg *Config) { cfg.Partitions = 64 },
+		func(cfg *Config) { cfg.MaxPayload = 2 << 20 },                   // a result one node commits must fit the other's frames
 		func(cfg *Config) { cfg.SecretKey = []byte("0123456789abcdef") }, // the cluster has no key
 	} {
 		cfg := c.config("intruder", false)

@@ -25,7 +25,11 @@ type CallOption func(*callOptions)
 
 type callOptions struct{ id []byte }
 
-// RequestID sets the call's request ID (at most 64 bytes). Calls with the
+// MaxRequestIDSize bounds the request ID a call may carry (see RequestID).
+const MaxRequestIDSize = 64
+
+// RequestID sets the call's request ID (at most MaxRequestIDSize bytes;
+// a longer one fails with ErrRequestIDTooLarge). Calls with the
 // same ID on the same key run once: a repeat returns the first one's stored
 // response (kept for Config.DedupRetention). A repeat with another method
 // or payload does not run and fails with ErrRequestIDReused once the first
@@ -65,8 +69,8 @@ func (n *Node) Call(ctx context.Context, key []byte, method string, payload []by
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrKeyTooLarge, len(key), store.MaxKeySize)
 	case len(payload) > n.cfg.MaxPayload:
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrPayloadTooLarge, len(payload), n.cfg.MaxPayload)
-	case len(o.id) > 64:
-		return nil, fmt.Errorf("router: request ID of %d bytes, limit 64", len(o.id))
+	case len(o.id) > MaxRequestIDSize:
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrRequestIDTooLarge, len(o.id), MaxRequestIDSize)
 	case n.ctx.Err() != nil:
 		return nil, n.stopErr
 	case !n.ready.Load():

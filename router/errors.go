@@ -42,6 +42,9 @@ var (
 	// with another method or payload, which committed and whose record is
 	// still kept (see Config.DedupRetention): this call did not run.
 	ErrRequestIDReused = errors.New("router: request ID reused for another call")
+	// ErrRequestIDTooLarge is returned by Call, before anything is sent,
+	// for a request ID (see RequestID) longer than MaxRequestIDSize.
+	ErrRequestIDTooLarge = errors.New("router: request ID too large")
 	// ErrCallCycle is returned by Call, before anything is sent, when its
 	// ctx is, or derives from, the ctx of a handler still running for the
 	// same key on this node, or of a handler nested in one (run by a Call

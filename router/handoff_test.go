@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -122,4 +123,40 @@ func TestTwoNodesLeavingAtOnceHandTheirPartitionsToTheThird(t *testing.T) {
 	}
 	_, err := stay.Call(ctx, []byte("k"), "inc", nil)
 	require.NoError(t, err)
+}
+
+// With replication factor 3 a leaving node also backs up partitions that
+// others own. It must leave those replica sets before it goes: in a
+// cluster of two, or of three with two leaving at once, the sets it stayed
+// in would have no majority left, and their partitions no owner.
+func TestLeavingNodesLeaveTheReplicaSetsTheyBackUp(t *testing.T) {
+	for _, tc := range []struct{ size, leaving int }{{2, 1}, {3, 2}} {
+		t.Run(fmt.Sprintf("%d of %d", tc.leaving, tc.size), func(t *testing.T) {
+			c := newReplicatedCluster(t, tc.size, 3, func(n *Node) { n.Handle("inc", counter) })
+			c.waitConverged()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			errs := make(chan error, tc.leaving)
+			for _, n := range c.nodes[tc.size-tc.leaving:] {
+				go func() { errs <- n.Leave(ctx) }()
+			}
+			for range tc.leaving {
+				require.NoError(t, <-errs)
+			}
+			stay := c.nodes[0]
+			for p := range stay.cfg.Partitions {
+				claim, _ := stay.Owner(p)
+				require.Equal(t, []string{"n0"}, claim.Replicas, "partition %d", p)
+			}
+			covered := map[int]bool{}
+			for i := 0; len(covered) < stay.cfg.Partitions; i++ {
+				key := fmt.Appendf(nil, "k-%d", i)
+				if p := stay.Partition(key); !covered[p] {
+					covered[p] = true
+					_, err := stay.Call(ctx, key, "inc", nil)
+					require.NoError(t, err, "partition %d", p)
+				}
+			}
+		})
+	}
 }

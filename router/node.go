@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -32,8 +33,9 @@ const placementVersion = 1
 // takes for a broken connection, version 5 statusReusedID and the call's
 // digest in dedup records (see dedupRecord), version 6 dedupFormat at the
 // end of their names (see dedupID): a node of version 5 would not find the
-// records of version 6, and run a retry again.
-const protocolVersion = 6
+// records of version 6, and run a retry again; version 7 the cluster ID
+// in the RPC handshake (rpc.Hello.ClusterID).
+const protocolVersion = 7
 
 // Node is one member of a cluster: it serves the partitions it owns and
 // routes calls for the others. Create it with New, register handlers with
@@ -134,9 +136,14 @@ func (n *Node) handler(method string) Handler {
 	return n.handlers[method]
 }
 
-// fingerprint is what two nodes must share to talk.
+// fingerprint is what two nodes must share to talk. MaxPayload is in it:
+// a result one node commits must fit the frames of the node that called.
 func (n *Node) fingerprint() ring.Fingerprint {
-	return ring.Fingerprint{Cluster: n.cfg.Cluster, Partitions: n.cfg.Partitions, RF: n.cfg.ReplicationFactor, PlacementVersion: placementVersion, Protocol: protocolVersion}
+	return ring.Fingerprint{
+		Cluster: n.cfg.Cluster, Partitions: n.cfg.Partitions, RF: n.cfg.ReplicationFactor,
+		PlacementVersion: placementVersion, Protocol: protocolVersion,
+		Settings: fmt.Sprintf("max-payload=%d", n.cfg.MaxPayload),
+	}
 }
 
 // Start listens for RPCs, joins the gossip through the seeds (until ctx
@@ -180,10 +187,13 @@ func (n *Node) start(ctx context.Context) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	defer context.AfterFunc(n.ctx, stop)()
-	hello := rpc.Hello{Cluster: fmt.Sprintf("%+v", n.fingerprint()), Node: n.cfg.Name}
+	hello := rpc.Hello{Cluster: fmt.Sprintf("%+v", n.fingerprint()), Node: n.cfg.Name, ClusterID: n.owner.ClusterID()}
 	checkHello := func(h rpc.Hello) error {
 		if h.Cluster != hello.Cluster {
 			return fmt.Errorf("router: peer %q is of cluster %s, we are %s", h.Node, h.Cluster, hello.Cluster)
+		}
+		if ours := n.owner.ClusterID(); ours != "" && h.ClusterID != "" && h.ClusterID != ours {
+			return fmt.Errorf("%w: peer %q belongs to cluster ID %s, we to %s", store.ErrClusterMismatch, h.Node, h.ClusterID, ours)
 		}
 		return nil
 	}
@@ -218,6 +228,7 @@ func (n *Node) start(ctx context.Context) error {
 	n.ring, err = ring.New(ring.Config{
 		Name: n.cfg.Name, BindAddr: host, BindPort: port, Transport: gossip,
 		RPCAddr: ln.Addr().String(), Fingerprint: n.fingerprint(),
+		ClusterID: n.owner.ClusterID(), Founder: n.cfg.Bootstrap,
 		Seeds: n.cfg.Seeds, Delegate: n.owner, SecretKey: n.cfg.SecretKey,
 		Preset: n.cfg.GossipPreset, PushPullInterval: n.cfg.PushPullInterval,
 		Logger: n.cfg.Logger,
@@ -245,7 +256,7 @@ func (n *Node) start(ctx context.Context) error {
 		return fmt.Errorf("router: join: %w", err)
 	}
 	// Only now: the seeds' cluster, if they have one, arrived with the join.
-	created, err := n.owner.Bootstrap()
+	created, err := n.bootstrap()
 	if err != nil {
 		return fmt.Errorf("router: bootstrap: %w", err)
 	}
@@ -262,6 +273,18 @@ func (n *Node) start(ctx context.Context) error {
 	go n.dropDeparted()
 	go n.stopOnStoreFailure()
 	return nil
+}
+
+// bootstrap creates a new cluster (see Config.Bootstrap) unless another
+// member started with Bootstrap and without a cluster sorts first by
+// name: of several such nodes that see each other, one creates the
+// cluster and the others join it, instead of each creating its own.
+func (n *Node) bootstrap() (bool, error) {
+	if founders := n.ring.Founders(); n.cfg.Bootstrap && len(founders) > 0 && founders[0] != n.cfg.Name {
+		n.cfg.Logger.Warn("router: another node started with Bootstrap creates the cluster; joining it", "node", n.cfg.Name, "founder", founders[0])
+		return false, nil
+	}
+	return n.owner.Bootstrap()
 }
 
 // failureLeaveTimeout bounds how long a node whose store failed waits for
@@ -293,7 +316,8 @@ func (n *Node) stopOnStoreFailure() {
 }
 
 // dropDeparted breaks the RPC connections to each member that leaves this
-// node's table (it left, or gossip declared it dead), failing the calls in
+// node's table (it left, or gossip declared it dead; a member that only
+// announced it is leaving still serves), failing the calls in
 // flight to it: Call then retries them, with the same request ID, at the
 // partition's next owner. Without it, a call forwarded to an owner that
 // froze, or whose network went silent, would wait for its context: such a
@@ -304,7 +328,8 @@ func (n *Node) dropDeparted() {
 	for {
 		changed := n.ring.Changed()
 		now := map[string]bool{}
-		for _, m := range n.ring.Table().Members {
+		t := n.ring.Table()
+		for _, m := range slices.Concat(t.Members, t.Leaving) {
 			now[m.Name] = true
 		}
 		for name := range members {
@@ -410,12 +435,16 @@ func (n *Node) rpcAddr(name string) (string, error) {
 	return m.RPCAddr, nil
 }
 
-// Leave hands every partition this node owns to the nodes that own them
-// next, leaves the gossip and closes the node. If ctx ends first (or
-// every other member is leaving too), the partitions not yet handed off
-// stay with this node's data directory, and the node closes without
-// leaving the gossip: the others see it fail, after failure detection,
-// as after Close.
+// Leave takes this node out of every partition, leaves the gossip and
+// closes the node: it tells the others it is leaving (their tables place
+// nothing on it), hands the partitions it owns to the nodes that own them
+// next, and waits until the owners of those it backs up have acquired
+// them again without it. Its data directory may then go. If ctx ends
+// first, or no other member is left to take them (this is the last node,
+// or every other is leaving too), it returns an error naming how many
+// partitions it still holds: they stay in its data directory, and the
+// node closes without leaving the gossip, so that the others see it fail,
+// after failure detection, as after Close.
 func (n *Node) Leave(ctx context.Context) error {
 	if n.isClosed() {
 		return n.stopErr

@@ -10,7 +10,8 @@ import (
 // The file's layout:
 //
 //	cluster/               top-level bucket
-//	    id       -> cluster ID
+//	    id         -> cluster ID
+//	    partitions -> 8-byte big-endian partition count
 //	store/                 top-level bucket, the store's own bookkeeping
 //	    wal-applied -> 8-byte big-endian sequence of the last WAL record
 //	                   applied to this file (see recover.go)
@@ -27,6 +28,7 @@ import (
 var (
 	clusterBucket   = []byte("cluster")
 	clusterIDKey    = []byte("id")
+	partitionsKey   = []byte("partitions")
 	storeBucket     = []byte("store")
 	walAppliedKey   = []byte("wal-applied")
 	metaKey         = []byte("meta")

@@ -86,6 +86,22 @@ func TestSetClusterIDRefusesAnotherCluster(t *testing.T) {
 	require.Equal(t, "alpha", id)
 }
 
+func TestSetPartitionCountRefusesAnotherCountAcrossReopen(t *testing.T) {
+	dir := t.TempDir()
+	s := openDir(t, dir)
+	require.NoError(t, s.SetPartitionCount(271))
+	require.NoError(t, s.SetPartitionCount(271), "setting the same count again is fine")
+	require.ErrorIs(t, s.SetPartitionCount(0), ErrInvalid)
+	require.NoError(t, s.Close())
+
+	s = openDir(t, dir)
+	err := s.SetPartitionCount(512)
+	require.ErrorIs(t, err, ErrClusterMismatch)
+	require.Contains(t, err.Error(), "271")
+	require.Contains(t, err.Error(), "512")
+	require.NoError(t, s.SetPartitionCount(271))
+}
+
 func TestCloseIsIdempotentAndLaterOpsReturnErrClosed(t *testing.T) {
 	ctx := context.Background()
 	s, err := Open(Config{Dir: t.TempDir(), NoSync: true})

@@ -22,6 +22,9 @@ type Hello struct {
 	Cluster string
 	// Node is the sender's name.
 	Node string
+	// ClusterID is the ID of the sender's cluster, "" if it has none yet:
+	// unlike Cluster, what it must match is for Accept to decide.
+	ClusterID string
 }
 
 // greeting is a handshake frame's body: the sender's Hello and MaxFrame,
@@ -39,6 +42,7 @@ func (g greeting) encode() []byte {
 	var e wire.Encoder
 	e.String(g.hello.Cluster)
 	e.String(g.hello.Node)
+	e.String(g.hello.ClusterID)
 	e.Uvarint(g.maxFrame)
 	e.Bytes(g.nonce)
 	e.Bytes(g.proof)
@@ -49,7 +53,7 @@ func (g greeting) encode() []byte {
 // cannot hold a frame header is refused.
 func decodeGreeting(b []byte) (greeting, error) {
 	d := wire.NewDecoder(b)
-	g := greeting{hello: Hello{Cluster: d.String(), Node: d.String()}, maxFrame: d.Uvarint(), nonce: d.Bytes(), proof: d.Bytes()}
+	g := greeting{hello: Hello{Cluster: d.String(), Node: d.String(), ClusterID: d.String()}, maxFrame: d.Uvarint(), nonce: d.Bytes(), proof: d.Bytes()}
 	if err := d.Finish(); err != nil {
 		return g, err
 	}

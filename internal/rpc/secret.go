@@ -48,6 +48,8 @@ func (t transcript) prove(secret []byte, role string) []byte {
 	e.String(t.cluster)
 	e.String(t.client.hello.Node)
 	e.String(t.server.hello.Node)
+	e.String(t.client.hello.ClusterID)
+	e.String(t.server.hello.ClusterID)
 	e.Bytes(t.client.nonce)
 	e.Bytes(t.server.nonce)
 	mac := hmac.New(sha256.New, secret)

@@ -1,0 +1,135 @@
+package router
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/singlewriter/singlewriter/ring"
+	"github.com/singlewriter/singlewriter/store"
+)
+
+// A node restarted on the data directory of another cluster of the same
+// name is refused at Start: joining, it would serve that cluster's claims
+// and values for keys this cluster owns.
+func TestNodeOnAnotherClustersDataDirIsRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	setup := func(n *Node) { n.Handle("inc", counter) }
+	x := newTestCluster(t, 2, setup)
+	y := &testCluster{t: t, dir: t.TempDir(), setup: setup}
+	other := y.add("n1", true)
+	require.NotEqual(t, x.nodes[0].owner.ClusterID(), other.owner.ClusterID())
+	keys := make([][]byte, 16)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "acct-%d", i)
+		for range 3 {
+			_, err := x.nodes[0].Call(ctx, keys[i], "inc", nil)
+			require.NoError(t, err)
+		}
+		_, err := other.Call(ctx, keys[i], "inc", nil)
+		require.NoError(t, err)
+	}
+	otherDir := other.cfg.DataDir
+	require.NoError(t, other.Close())
+
+	victim := x.nodes[1]
+	cfg := x.restartConfig(victim)
+	require.NoError(t, victim.Close())
+	ownDir := cfg.DataDir
+	cfg.DataDir = otherDir
+	n, err := New(cfg)
+	require.NoError(t, err)
+	startCtx, stop := context.WithTimeout(ctx, 10*time.Second)
+	err = n.Start(startCtx)
+	stop()
+	require.ErrorIs(t, err, ring.ErrIncompatible, "a node of another cluster ID must not join")
+	require.Contains(t, err.Error(), other.owner.ClusterID())
+	n.Close()
+
+	cfg.DataDir = ownDir
+	x.start(cfg)
+	x.waitConverged()
+	for _, k := range keys {
+		v, err := x.nodes[0].Call(ctx, k, "inc", nil)
+		require.NoError(t, err)
+		require.Equal(t, uint64(4), binary.BigEndian.Uint64(v), "key %s", k)
+	}
+}
+
+// Two nodes started together with Bootstrap set, each the other's seed,
+// make one cluster: the one whose name sorts first creates it, the other
+// joins it. Each creating its own, they would serve the same keys from
+// two stores.
+func TestTwoBootstrapNodesStartedTogetherMakeOneCluster(t *testing.T) {
+	c := &testCluster{t: t, dir: t.TempDir(), setup: func(n *Node) { n.Handle("inc", counter) }}
+	gossip := []string{freeLoopbackAddr(t, "127.0.0.2"), freeLoopbackAddr(t, "127.0.0.3")}
+	nodes := make([]*Node, 2)
+	for i := range nodes {
+		cfg := c.config(fmt.Sprintf("n%d", i), true)
+		cfg.GossipAddr, cfg.RPCAddr = gossip[i], "127.0.0.1:0"
+		cfg.Seeds = []string{gossip[1-i]}
+		n, err := New(cfg)
+		require.NoError(t, err)
+		c.setup(n)
+		t.Cleanup(func() { n.Close() })
+		nodes[i] = n
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	errs := make(chan error, len(nodes))
+	for _, n := range nodes {
+		go func() { errs <- n.Start(ctx) }()
+	}
+	for range nodes {
+		require.NoError(t, <-errs)
+	}
+	c.nodes = nodes
+	c.waitConverged()
+	require.NotEmpty(t, nodes[0].owner.ClusterID())
+	require.Equal(t, nodes[0].owner.ClusterID(), nodes[1].owner.ClusterID(), "two clusters were created")
+	for i := range 16 {
+		key := fmt.Appendf(nil, "acct-%d", i)
+		for j, n := range nodes {
+			v, err := n.Call(ctx, key, "inc", nil)
+			require.NoError(t, err)
+			require.Equal(t, uint64(j+1), binary.BigEndian.Uint64(v), "key %s through %s", key, n.cfg.Name)
+		}
+	}
+}
+
+// A restart with another partition count is refused: a key's partition
+// depends on the count, so the stored values would be looked for in the
+// wrong partitions.
+func TestRestartWithAnotherPartitionCountIsRefused(t *testing.T) {
+	c := newTestCluster(t, 1, nil)
+	cfg := c.restartConfig(c.nodes[0])
+	require.NoError(t, c.nodes[0].Close())
+	cfg.Partitions *= 2
+	_, err := New(cfg)
+	require.ErrorIs(t, err, store.ErrClusterMismatch)
+}
+
+// freeLoopbackAddr returns host:port with a port free for both TCP and
+// UDP on host, for a node whose address must be known before it starts.
+func freeLoopbackAddr(t *testing.T, host string) string {
+	t.Helper()
+	for range 100 {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		require.NoError(t, err)
+		addr := ln.Addr().String()
+		pc, err := net.ListenPacket("udp", addr)
+		ln.Close()
+		if err == nil {
+			pc.Close()
+			return addr
+		}
+	}
+	t.Fatalf("no port on %s is free for both TCP and UDP", host)
+	return ""
+}
