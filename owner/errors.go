@@ -23,6 +23,9 @@ var (
 	// too; a Transport must return an error matching it for that refusal,
 	// so that Leave hands the partition to another node.
 	ErrLeaving = errors.New("owner: the node is leaving too")
+	// ErrRevoked is the cause with which a Lease's Context ends: the
+	// partition moved on while the lease was held.
+	ErrRevoked = errors.New("owner: lease revoked: the partition moved to a new claim while the call ran")
 )
 
 // NotOwnerError says a node does not serve a partition and names the newest

@@ -53,13 +53,14 @@ func (o *Owner) HandlePrepare(ctx context.Context, req Prepare) (PromiseReply, e
 }
 
 // drain stops serving partition p and waits for its leases, at most
-// DrainTimeout.
+// DrainTimeout, then revokes those still held (see Lease.Context).
 func (o *Owner) drain(ctx context.Context, p int) {
 	pt := o.parts[p]
 	if _, serving := pt.servedClaim(); !serving {
 		return
 	}
-	idle := pt.stop()
+	idle, revoke := pt.stop()
+	defer revoke()
 	t := time.NewTimer(o.cfg.DrainTimeout)
 	defer t.Stop()
 	select {
@@ -67,7 +68,7 @@ func (o *Owner) drain(ctx context.Context, p int) {
 		o.cfg.Logger.Info("drained partition", "partition", p)
 	case <-t.C:
 		o.stats.drainTimeouts.Add(1)
-		o.cfg.Logger.Warn("drain timed out: calls still in flight will be fenced", "partition", p)
+		o.cfg.Logger.Warn("drain timed out: the calls still in flight have their context cancelled and will be fenced", "partition", p)
 	case <-ctx.Done():
 	}
 }
@@ -129,7 +130,8 @@ func (o *Owner) learn(ctx context.Context, p int, c store.Claim) error {
 	}
 	pt := o.parts[p]
 	if served, ok := pt.servedClaim(); ok && served.Epoch < c.Epoch {
-		pt.stop()
+		_, revoke := pt.stop()
+		revoke() // the new owner may serve already
 	}
 	// Drop keeps the copy if a ballot above c's epoch was promised: a
 	// newer proposal reached this node, and may have synced this copy for

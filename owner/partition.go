@@ -1,6 +1,7 @@
 package owner
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -25,6 +26,10 @@ type partition struct {
 	// Invariant: serving implies claim.Owner is this node.
 	serving bool
 	claim   store.Claim
+	// servingCtx is the leases' context of the serving period that start
+	// began; revoke ends it with ErrRevoked.
+	servingCtx context.Context
+	revoke     context.CancelCauseFunc
 	// inflight counts leases not yet released; idle is closed when it
 	// drops to zero while draining.
 	inflight int
@@ -180,7 +185,13 @@ type Lease struct {
 	// Epoch is the served claim's epoch: every write of the call carries it.
 	Epoch epoch.Epoch
 	part  *partition
+	ctx   context.Context
 }
+
+// Context ends, with cause ErrRevoked, once the partition moved on while
+// the lease was held: its drain timed out, or a newer claim was learned.
+// The call's commit is then fenced: its handler should stop.
+func (l Lease) Context() context.Context { return l.ctx }
 
 // Release ends the lease; a drain waits for every lease to be released.
 func (l Lease) Release() {
@@ -202,23 +213,29 @@ func (pt *partition) lease() (Lease, bool) {
 		return Lease{}, false
 	}
 	pt.inflight++
-	return Lease{P: pt.p, Epoch: pt.claim.Epoch, part: pt}, true
+	return Lease{P: pt.p, Epoch: pt.claim.Epoch, part: pt, ctx: pt.servingCtx}, true
 }
 
-// stop ends serving and returns a channel closed once no lease is held.
-func (pt *partition) stop() <-chan struct{} {
+// stop ends serving and returns a channel closed once no lease is held,
+// and a func that revokes the leases of the serving period it ended (see
+// Lease.Context).
+func (pt *partition) stop() (idle <-chan struct{}, revoke func()) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	pt.serving = false
+	revoke = func() {}
+	if cancel := pt.revoke; cancel != nil {
+		revoke = func() { cancel(ErrRevoked) }
+	}
 	if pt.inflight == 0 {
 		done := make(chan struct{})
 		close(done)
-		return done
+		return done, revoke
 	}
 	if pt.idle == nil {
 		pt.idle = make(chan struct{})
 	}
-	return pt.idle
+	return pt.idle, revoke
 }
 
 // setYield records how the running attempt gives its slot back early.
@@ -262,6 +279,7 @@ func (pt *partition) start(c store.Claim, pos store.Position, fenced func() bool
 		pt.resyncs = 0
 	}
 	pt.serving, pt.claim, pt.pos, pt.lagging, pt.stalled, pt.servedSince = true, c, pos, pt.lagsBefore == c.Epoch, false, time.Now()
+	pt.servingCtx, pt.revoke = context.WithCancelCause(context.Background())
 	return true
 }
 

@@ -250,7 +250,12 @@ func (pe *partExec) run(n *Node, j *job) {
 		return
 	}
 	req := &Request{Key: j.req.Key, Method: j.req.Method, Payload: j.req.Payload, Partition: pe.p, Epoch: lease.Epoch, State: st}
-	ctx := handlerContext(j.ctx, n, j.req.Key)
+	// The handler's ctx also ends when the lease is revoked: the partition
+	// moved on while it ran, and the new owner may run the key's next calls.
+	leased, cancel := context.WithCancelCause(j.ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(lease.Context(), func() { cancel(context.Cause(lease.Context())) })()
+	ctx := handlerContext(leased, n, j.req.Key)
 	defer func() {
 		if !ctx.returned.Swap(true) {
 			// The handler ended this goroutine (runtime.Goexit): its call
@@ -264,6 +269,12 @@ func (pe *partExec) run(n *Node, j *job) {
 	ctx.returned.Store(true)
 	if err != nil {
 		lease.Release()
+		if revoked := context.Cause(lease.Context()); revoked != nil {
+			// It failed as its lease was revoked: nothing was written,
+			// and the call runs again at the new owner.
+			n.exec.answer(j, unavailable(revoked))
+			return
+		}
 		n.exec.answer(j, handlerFailed(err))
 		return
 	}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/singlewriter/singlewriter/owner"
 )
 
 // A call that reaches a node without its method, through a stale claim,
@@ -75,5 +78,48 @@ func TestDeposedOwnerRedirectsAtOnceWhileAHandlerStillRuns(t *testing.T) {
 	require.Equal(t, statusNotOwner, r.Status, "answer %q", r.Body)
 	unblock()
 	<-blocked
+	require.NoError(t, <-handedOff)
+}
+
+// A handler still running when its partition's drain times out has its
+// ctx cancelled, with owner.ErrRevoked as the cause: the new owner runs
+// the key's next calls meanwhile. A handler that stops and fails then has
+// its call run again at the new owner, not failed.
+func TestHandlerOutlivingItsDrainHasItsContextCancelledAndItsCallRunsAgain(t *testing.T) {
+	first := make(chan struct{})
+	causes := make(chan error, 1)
+	var runs atomic.Int32
+	c := newReplicatedCluster(t, 3, 1, func(n *Node) {
+		n.Handle("wait-once", func(ctx context.Context, req *Request) ([]byte, error) {
+			if runs.Add(1) > 1 {
+				return counter(ctx, req)
+			}
+			close(first)
+			<-ctx.Done()
+			causes <- context.Cause(ctx)
+			return nil, ctx.Err()
+		})
+	})
+	x, entry := c.nodes[1], c.nodes[0]
+	key := keyOwnedBy(entry, x.Name())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	called := make(chan error, 1)
+	go func() {
+		_, err := entry.Call(ctx, key, "wait-once", nil)
+		called <- err
+	}()
+	<-first
+	handedOff := make(chan error, 1)
+	go func() { handedOff <- x.owner.Leave(ctx) }() // its drain gives up on the running handler
+	select {
+	case cause := <-causes:
+		require.ErrorIs(t, cause, owner.ErrRevoked)
+	case <-ctx.Done():
+		t.Fatal("the handler's ctx did not end")
+	}
+	require.NoError(t, <-called, "the call runs again at the new owner")
+	require.EqualValues(t, 2, runs.Load())
 	require.NoError(t, <-handedOff)
 }
