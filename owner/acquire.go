@@ -258,14 +258,16 @@ drain:
 
 // ownerFirst returns the index in msgs of the Prepare to base's owner if
 // it is to go before the others (see drive): there are others, and the
-// owner is this node or a member of the ring's table. Otherwise -1.
+// owner is this node or a member of the ring's table (leaving or not).
+// Otherwise -1.
 func (o *Owner) ownerFirst(base store.Claim, msgs []Message) int {
 	if len(msgs) < 2 {
 		return -1
 	}
-	if base.Owner != o.cfg.Self && o.ring != nil &&
-		!slices.ContainsFunc(o.ring.Table().Members, func(m ring.Member) bool { return m.Name == base.Owner }) {
-		return -1
+	if base.Owner != o.cfg.Self && o.ring != nil {
+		if _, member := o.ring.Table().Member(base.Owner); !member { // a leaving owner drains too
+			return -1
+		}
 	}
 	return slices.IndexFunc(msgs, func(m Message) bool { return m.Prepare != nil && m.To == base.Owner })
 }

@@ -53,7 +53,8 @@ func (o *Owner) HandlePrepare(ctx context.Context, req Prepare) (PromiseReply, e
 }
 
 // drain stops serving partition p and waits for its leases, at most
-// DrainTimeout, then revokes those still held (see Lease.Context).
+// DrainTimeout, then revokes those still held (see Lease.Context); also
+// when ctx ends first, since a promise may still follow.
 func (o *Owner) drain(ctx context.Context, p int) {
 	pt := o.parts[p]
 	if _, serving := pt.servedClaim(); !serving {
@@ -129,10 +130,7 @@ func (o *Owner) learn(ctx context.Context, p int, c store.Claim) error {
 		return nil // old news
 	}
 	pt := o.parts[p]
-	if served, ok := pt.servedClaim(); ok && served.Epoch < c.Epoch {
-		_, revoke := pt.stop()
-		revoke() // the new owner may serve already
-	}
+	pt.stopBefore(c.Epoch)
 	// Drop keeps the copy if a ballot above c's epoch was promised: a
 	// newer proposal reached this node, and may have synced this copy for
 	// itself (this node may own c's successor).

@@ -90,19 +90,20 @@ func New(cfg Config) (*Owner, error) {
 	return o, nil
 }
 
-// load checks the store's partition count (a new store takes the
-// configured one) and reads the cluster ID and, if there is one, the
-// chosen claims from the store (a new cluster is created later, by
-// Bootstrap).
+// load reads the cluster ID and, if there is one, checks the partition
+// count stored with it and reads the chosen claims from the store (a new
+// cluster is created later, by Bootstrap).
 func (o *Owner) load() error {
-	if err := o.store.SetPartitionCount(o.cfg.Partitions); err != nil {
-		return fmt.Errorf("owner: %w", err)
-	}
 	id, err := o.store.ClusterID()
 	if err != nil {
 		return err
 	}
 	if id != "" {
+		// Checks the partition count (and stores it in a directory of a
+		// build that did not).
+		if err := o.store.SetClusterID(id, o.cfg.Partitions); err != nil {
+			return fmt.Errorf("owner: %w", err)
+		}
 		o.claims.SetCluster(id)
 		o.synced.Store(o.cfg.Bootstrap)
 	}
@@ -172,13 +173,19 @@ func (o *Owner) Bootstrap() (bool, error) {
 		}
 	}
 	// The ID goes last: a crash before it leaves a store that bootstraps again.
-	if err := o.store.SetClusterID(id); err != nil {
+	if err := o.store.SetClusterID(id, o.cfg.Partitions); err != nil {
 		return false, err
 	}
 	for p := range o.cfg.Partitions {
 		o.claims.Merge(p, root)
 	}
 	o.claims.Publish()
+	if o.ring != nil { // else persistCluster tells it, once started
+		// At once: a node that sees a member with a cluster ID creates none.
+		if err := o.ring.SetClusterID(id, clusterIDGossipTimeout); err != nil {
+			o.cfg.Logger.Warn("cannot gossip the new cluster's ID yet", "err", err)
+		}
+	}
 	o.synced.Store(true)
 	o.kick()
 	o.cfg.Logger.Info("bootstrapped a new cluster", "cluster", id, "partitions", o.cfg.Partitions)
@@ -346,8 +353,7 @@ func (o *Owner) reconcile(t *ring.Table, now time.Time) time.Duration {
 }
 
 // persistCluster stores the cluster ID learned by gossip before the node
-// takes part in any protocol, and then tells the ring (also the ID
-// Bootstrap created).
+// takes part in any protocol, and then tells the ring.
 func (o *Owner) persistCluster() error {
 	id := o.claims.Cluster()
 	if id == "" {
@@ -358,11 +364,37 @@ func (o *Owner) persistCluster() error {
 		return err
 	}
 	if cur != id {
-		if err := o.store.SetClusterID(id); err != nil {
+		if err := o.refuseBootstrapLeftovers(); err != nil {
+			return err
+		}
+		if err := o.store.SetClusterID(id, o.cfg.Partitions); err != nil {
 			return err
 		}
 	}
 	return o.ring.SetClusterID(id, clusterIDGossipTimeout)
+}
+
+// refuseBootstrapLeftovers returns an error if the store, which holds no
+// cluster ID, holds a root claim (epoch 0) naming this node: a Bootstrap
+// of this node stopped before it stored its new cluster's ID. Under the
+// cluster it is joining instead, those claims would be read as final at
+// the next start, and this node would serve partitions it does not own.
+func (o *Owner) refuseBootstrapLeftovers() error {
+	ps, err := o.store.Partitions()
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		m, err := o.store.Meta(p)
+		if err != nil {
+			return err
+		}
+		if m.HasChosen && m.Chosen.Epoch == 0 && m.Chosen.Owner == o.cfg.Self {
+			return fmt.Errorf("owner: the data directory holds the root claims of a cluster this node began to create (partition %d): "+
+				"it cannot join another cluster with them; remove the directory", p)
+		}
+	}
+	return nil
 }
 
 // ClusterID returns the ID of the cluster this node belongs to, "" until

@@ -222,6 +222,24 @@ func (pt *partition) lease() (Lease, bool) {
 func (pt *partition) stop() (idle <-chan struct{}, revoke func()) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
+	return pt.stopLocked()
+}
+
+// stopBefore ends serving, and revokes its leases at once, if the served
+// claim is older than epoch e: a newer claim is chosen, whose owner may
+// serve already. The check and the stop are one step, so a claim whose
+// serving starts meanwhile is not stopped.
+func (pt *partition) stopBefore(e epoch.Epoch) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if pt.serving && pt.claim.Epoch < e {
+		_, revoke := pt.stopLocked()
+		revoke()
+	}
+}
+
+// stopLocked is stop with mu held.
+func (pt *partition) stopLocked() (idle <-chan struct{}, revoke func()) {
 	pt.serving = false
 	revoke = func() {}
 	if cancel := pt.revoke; cancel != nil {

@@ -282,11 +282,17 @@ func (r *Ring) updateSelf(timeout time.Duration, change func(*nodeMeta) error) e
 
 // Founders returns the names, sorted, of the live members (this node
 // included) started with Config.Founder that have no cluster ID yet: the
-// nodes that may each create a new cluster.
+// nodes that may each create a new cluster. It returns none once any
+// member has a cluster ID: the cluster exists.
 func (r *Ring) Founders() []string {
 	var names []string
 	for _, n := range r.hooks.liveMembers() {
-		if m, err := decodeMeta(n.Meta); err == nil && m.Founder && m.ClusterID == "" && m.Fingerprint == r.cfg.Fingerprint {
+		m, err := decodeMeta(n.Meta)
+		switch {
+		case err != nil || m.Fingerprint != r.cfg.Fingerprint:
+		case m.ClusterID != "":
+			return nil
+		case m.Founder:
 			names = append(names, n.Name)
 		}
 	}

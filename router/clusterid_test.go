@@ -3,8 +3,11 @@ package router
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,4 +135,49 @@ func freeLoopbackAddr(t *testing.T, host string) string {
 	}
 	t.Fatalf("no port on %s is free for both TCP and UDP", host)
 	return ""
+}
+
+// A node started with Bootstrap that leaves the creation of the cluster to
+// another one (whose name sorts first) creates it itself once that one is
+// gone without creating it: here the other's Start gave up, its seed
+// unreachable.
+func TestBootstrapNodeCreatesTheClusterWhenTheFirstFounderGivesUp(t *testing.T) {
+	var logs logBuffer
+	c := &testCluster{t: t, dir: t.TempDir(), setup: func(n *Node) { n.Handle("inc", counter) }}
+	cfg := c.config("n0", true)
+	cfg.GossipAddr = freeLoopbackAddr(t, "127.0.0.2")
+	cfg.Seeds = []string{freeLoopbackAddr(t, "127.0.0.3")} // nobody there
+	first, err := New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { first.Close() })
+	giveUp, stop := context.WithCancel(context.Background())
+	defer stop()
+	firstStarted := make(chan error, 1)
+	go func() { firstStarted <- first.Start(giveUp) }()
+
+	cfg = c.config("n1", true)
+	cfg.Seeds = []string{first.cfg.GossipAddr}
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	second, err := New(cfg)
+	require.NoError(t, err)
+	c.setup(second)
+	t.Cleanup(func() { second.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	secondStarted := make(chan error, 1)
+	go func() { secondStarted <- second.Start(ctx) }()
+	waitFor(t, 30*time.Second, func() error {
+		if !strings.Contains(logs.String(), "waiting for the cluster another node creates") {
+			return errors.New("n1 does not wait for n0 yet")
+		}
+		return nil
+	})
+	stop()
+	require.Error(t, <-firstStarted)
+
+	require.NoError(t, <-secondStarted)
+	require.NotEmpty(t, second.owner.ClusterID(), "n1 created no cluster")
+	v, err := second.Call(ctx, []byte("k"), "inc", nil)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), binary.BigEndian.Uint64(v))
 }

@@ -49,7 +49,10 @@ type Config struct {
 	Seeds []string
 	// Bootstrap creates a new cluster, at Start, when DataDir holds none
 	// and the seeds (if any) belong to none. Set it on one node of a new
-	// cluster. It is ignored on a restart with the same DataDir, and a node
+	// cluster; of several nodes with it that see each other, the one whose
+	// name sorts first creates the cluster, and the others' Start waits
+	// until it reaches them (or, if that node goes away first, the next
+	// one creates it). It is ignored on a restart with the same DataDir, and a node
 	// that lost its DataDir and starts again with Bootstrap set joins the
 	// cluster of its seeds. Without seeds it cannot know there is one: it
 	// creates a second cluster ID and claims every partition for itself,
@@ -85,7 +88,8 @@ type Config struct {
 	// payload fails before it is sent (ErrPayloadTooLarge), a larger result
 	// after the handler ran, writing nothing (ErrResultTooLarge). Zero
 	// means 1 MiB; at most MaxPayloadLimit. Every node must use the same
-	// value.
+	// value: a node with another is refused at join, so changing it takes
+	// a restart of the whole cluster.
 	MaxPayload int
 	// MaxPendingCalls bounds the calls this node holds as their keys'
 	// owner at once, from their arrival until their answer: queued behind
@@ -129,7 +133,8 @@ type Config struct {
 	// node acquires partitions. Zero means 300ms.
 	SettleTime time.Duration
 	// DrainTimeout bounds the wait for in-flight calls when a partition
-	// moves away; calls still running then fail, fenced. Zero means 2s.
+	// moves away; the handlers still running then have their ctx
+	// cancelled (see Handler), and their commits are fenced. Zero means 2s.
 	DrainTimeout time.Duration
 	// DedupRetention is how long a call's response is kept for retries
 	// with the same request ID. Zero means 1h. Call retries for at most

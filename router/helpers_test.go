@@ -207,6 +207,17 @@ func (c *testCluster) node(name string) *Node {
 
 // waitFor polls cond until it returns nil or the timeout ends. It waits on
 // a condition, never for a fixed time.
+// callAsync runs n.Call of method on key, without a payload, in a
+// goroutine, and returns the channel its error arrives on.
+func callAsync(ctx context.Context, n *Node, key []byte, method string) <-chan error {
+	errs := make(chan error, 1)
+	go func() {
+		_, err := n.Call(ctx, key, method, nil)
+		errs <- err
+	}()
+	return errs
+}
+
 func waitFor(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)

@@ -256,7 +256,7 @@ func (n *Node) start(ctx context.Context) error {
 		return fmt.Errorf("router: join: %w", err)
 	}
 	// Only now: the seeds' cluster, if they have one, arrived with the join.
-	created, err := n.bootstrap()
+	created, err := n.bootstrap(ctx)
 	if err != nil {
 		return fmt.Errorf("router: bootstrap: %w", err)
 	}
@@ -275,16 +275,41 @@ func (n *Node) start(ctx context.Context) error {
 	return nil
 }
 
-// bootstrap creates a new cluster (see Config.Bootstrap) unless another
-// member started with Bootstrap and without a cluster sorts first by
-// name: of several such nodes that see each other, one creates the
-// cluster and the others join it, instead of each creating its own.
-func (n *Node) bootstrap() (bool, error) {
-	if founders := n.ring.Founders(); n.cfg.Bootstrap && len(founders) > 0 && founders[0] != n.cfg.Name {
-		n.cfg.Logger.Warn("router: another node started with Bootstrap creates the cluster; joining it", "node", n.cfg.Name, "founder", founders[0])
+// bootstrap creates a new cluster (see Config.Bootstrap) unless the cluster exists or another member started with
+// Bootstrap sorts first by name (Ring.Founders): of several such nodes
+// that see each other, one creates the cluster and the others join it,
+// instead of each creating its own. A node that leaves it to another
+// waits until the cluster reaches it, or until that node is gone (it
+// failed, or its Start gave up) and the creation falls to the next one.
+func (n *Node) bootstrap(ctx context.Context) (bool, error) {
+	if !n.cfg.Bootstrap {
 		return false, nil
 	}
-	return n.owner.Bootstrap()
+	waited := false
+	for {
+		changed, claimsChanged := n.ring.Changed(), n.owner.Claims().Changed()
+		if n.owner.ClusterID() != "" {
+			return false, nil
+		}
+		founders := n.ring.Founders()
+		if len(founders) > 0 && founders[0] == n.cfg.Name {
+			return n.owner.Bootstrap()
+		}
+		if !waited {
+			n.cfg.Logger.Info("router: waiting for the cluster another node creates", "node", n.cfg.Name, "founders", founders)
+			waited = true
+		}
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false, fmt.Errorf("waiting for the cluster another node creates: %w", ctx.Err())
+		case <-changed:
+		case <-claimsChanged:
+		case <-t.C:
+		}
+		t.Stop()
+	}
 }
 
 // failureLeaveTimeout bounds how long a node whose store failed waits for

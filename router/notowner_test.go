@@ -56,11 +56,7 @@ func TestDeposedOwnerRedirectsAtOnceWhileAHandlerStillRuns(t *testing.T) {
 	unblock := sync.OnceFunc(func() { close(release) })
 	defer unblock() // a failing test must not leave Close waiting for the handler
 
-	blocked := make(chan error, 1)
-	go func() {
-		_, err := entry.Call(ctx, key, "block", nil)
-		blocked <- err
-	}()
+	blocked := callAsync(ctx, entry, key, "block")
 	<-running
 	handedOff := make(chan error, 1)
 	go func() { handedOff <- x.owner.Leave(ctx) }() // its drain gives up on the running handler
@@ -105,11 +101,7 @@ func TestHandlerOutlivingItsDrainHasItsContextCancelledAndItsCallRunsAgain(t *te
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	called := make(chan error, 1)
-	go func() {
-		_, err := entry.Call(ctx, key, "wait-once", nil)
-		called <- err
-	}()
+	called := callAsync(ctx, entry, key, "wait-once")
 	<-first
 	handedOff := make(chan error, 1)
 	go func() { handedOff <- x.owner.Leave(ctx) }() // its drain gives up on the running handler

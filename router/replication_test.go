@@ -297,11 +297,7 @@ func TestPausedOwnerWithReplicasIsFencedAndTheCallCompletesOnTheNewOwner(t *test
 		require.NoError(t, err)
 	}
 
-	paused := make(chan error, 1)
-	go func() {
-		_, err := entry.Call(ctx, key, "paused-inc", nil)
-		paused <- err
-	}()
+	paused := callAsync(ctx, entry, key, "paused-inc")
 	<-computed
 	// The handoff half of Leave: x stays up, so its late commit is decided
 	// (refused) rather than failed by Close.
@@ -337,4 +333,51 @@ func TestPausedOwnerWithReplicasIsFencedAndTheCallCompletesOnTheNewOwner(t *test
 	require.NotZero(t, st.FencedCommits, "the paused owner's commit was refused as stale (%d failed otherwise)", st.FailedCommits)
 	require.NoError(t, <-handedOff)
 	require.NoError(t, x.Leave(ctx))
+}
+
+// A leaving owner drains the calls in flight before the next owner's claim
+// is chosen: the next owner asks it to promise first, even though the
+// tables already list it as leaving, so a call that ends within the drain
+// commits there, once. (Asked together with the backups, it would see
+// them promise the new claim first and its commit fenced: the call would
+// run a second time at the new owner.)
+func TestLeavingOwnerWithReplicasDrainsTheCallInFlight(t *testing.T) {
+	running, release := make(chan struct{}), make(chan struct{})
+	var runs atomic.Int32
+	c := newReplicatedCluster(t, 3, 3, func(n *Node) {
+		n.Handle("get", get)
+		n.Handle("held-inc", func(ctx context.Context, req *Request) ([]byte, error) {
+			if runs.Add(1) == 1 {
+				close(running)
+				<-release
+			}
+			return counter(ctx, req)
+		})
+	})
+	c.waitConverged()
+	x, entry := c.nodes[1], c.nodes[0]
+	key := keyOwnedBy(entry, x.Name())
+	p := x.Partition(key)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	unblock := sync.OnceFunc(func() { close(release) })
+	defer unblock()
+
+	called := callAsync(ctx, entry, key, "held-inc")
+	<-running
+	left := make(chan error, 1)
+	go func() { left <- x.Leave(ctx) }()
+	waitFor(t, 30*time.Second, func() error { // its drain began: a Prepare reached it
+		if _, ok := x.Serving(p); ok {
+			return fmt.Errorf("%s still serves partition %d", x.Name(), p)
+		}
+		return nil
+	})
+	unblock()
+	require.NoError(t, <-called)
+	require.NoError(t, <-left)
+	require.EqualValues(t, 1, runs.Load(), "the call ran again at the new owner")
+	v, err := entry.Call(ctx, key, "get", nil)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), binary.BigEndian.Uint64(v))
 }

@@ -13,13 +13,20 @@ import (
 // back without running again. A non-nil error makes the call write nothing
 // and reaches the caller wrapped in ErrHandler.
 //
-// ctx is the caller's own context when the call entered at the owner. A
+// ctx derives from the caller's own context when the call entered at the owner. A
 // call forwarded from another node runs under the caller's deadline (the
 // time the caller had left when the request was sent, so it ends no
 // earlier than the caller's), and its ctx also ends when the caller
 // cancels its own (a best-effort notice, which a full connection may
 // drop) or the connection from that node drops. Either way ctx
-// ends when the node closes, and a call whose ctx ends
+// ends when the node closes, and when the handler returns (as an
+// http.Request's does: a goroutine that must outlive the handler needs
+// its own). It also ends, with cause owner.ErrRevoked, when the
+// partition moves to a new claim while the handler runs (its drain ran
+// out of Config.DrainTimeout): the new owner runs the key's next calls
+// from then on, so stop; a handler that then fails has its call run
+// again at the new owner, and one that returns a result has its commit
+// fenced. A call whose ctx ends
 // while it waits behind its key's earlier calls does not run.
 //
 // A handler may Call other keys, with ctx: a Call of its own key, which

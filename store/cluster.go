@@ -18,49 +18,37 @@ func (s *Store) ClusterID() (string, error) {
 	return id, err
 }
 
-// SetClusterID stores id as the file's cluster ID if none is stored. It
-// returns nil if id is already stored, and an error wrapping
-// ErrClusterMismatch, naming both IDs, if another one is: a data directory
-// never moves between clusters.
-func (s *Store) SetClusterID(id string) error {
-	if id == "" {
-		return fmt.Errorf("%w: empty cluster ID", ErrInvalid)
-	}
-	return s.do(context.Background(), noPartition, func(tx *bolt.Tx) (outcome, abort error) {
-		b := tx.Bucket(clusterBucket)
-		switch stored := string(b.Get(clusterIDKey)); stored {
-		case id:
-			return nil, nil
-		case "":
-			return nil, b.Put(clusterIDKey, []byte(id))
-		default:
-			return fmt.Errorf("%w: stored %q, given %q", ErrClusterMismatch, stored, id), nil
-		}
-	})
-}
-
-// SetPartitionCount stores n as the file's partition count if none is
-// stored. It returns nil if n is already stored, and an error wrapping
-// ErrClusterMismatch, naming both counts, if another one is: a key's
+// SetClusterID stores id as the file's cluster ID and partitions as its
+// partition count, those of them that are not stored yet, in one
+// transaction. It returns nil if they are stored already, and an error
+// wrapping ErrClusterMismatch, naming both values, if another ID or count
+// is: a data directory never moves between clusters, and a key's
 // partition depends on the count, so a store written under one count
 // would be read under another as if its keys were lost.
-func (s *Store) SetPartitionCount(n int) error {
-	if n <= 0 {
-		return fmt.Errorf("%w: partition count %d", ErrInvalid, n)
+func (s *Store) SetClusterID(id string, partitions int) error {
+	if id == "" || partitions <= 0 {
+		return fmt.Errorf("%w: cluster ID %q, partition count %d", ErrInvalid, id, partitions)
 	}
 	return s.do(context.Background(), noPartition, func(tx *bolt.Tx) (outcome, abort error) {
 		b := tx.Bucket(clusterBucket)
-		stored := b.Get(partitionsKey)
+		storedID, storedCount := string(b.Get(clusterIDKey)), b.Get(partitionsKey)
 		switch {
-		case stored == nil:
-			return nil, b.Put(partitionsKey, binary.BigEndian.AppendUint64(nil, uint64(n)))
-		case len(stored) == 8 && binary.BigEndian.Uint64(stored) == uint64(n):
-			return nil, nil
-		case len(stored) == 8:
+		case storedID != "" && storedID != id:
+			return fmt.Errorf("%w: stored %q, given %q", ErrClusterMismatch, storedID, id), nil
+		case storedCount != nil && len(storedCount) != 8:
+			return fmt.Errorf("%w: stored partition count has %d bytes, not 8", ErrCorrupt, len(storedCount)), nil
+		case storedCount != nil && binary.BigEndian.Uint64(storedCount) != uint64(partitions):
 			return fmt.Errorf("%w: stored partition count %d, given %d (the count of a cluster never changes)",
-				ErrClusterMismatch, binary.BigEndian.Uint64(stored), n), nil
-		default:
-			return fmt.Errorf("%w: stored partition count has %d bytes, not 8", ErrCorrupt, len(stored)), nil
+				ErrClusterMismatch, binary.BigEndian.Uint64(storedCount), partitions), nil
 		}
+		if storedCount == nil {
+			if err := b.Put(partitionsKey, binary.BigEndian.AppendUint64(nil, uint64(partitions))); err != nil {
+				return nil, err
+			}
+		}
+		if storedID == "" {
+			return nil, b.Put(clusterIDKey, []byte(id))
+		}
+		return nil, nil
 	})
 }

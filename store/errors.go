@@ -14,9 +14,9 @@ var (
 	// file's lock for longer than Config.OpenTimeout.
 	ErrLocked = errors.New("store: data file locked by another process or handle")
 
-	// ErrClusterMismatch is returned by SetClusterID and SetPartitionCount
-	// when the file already belongs to a different cluster, or to one with
-	// another partition count.
+	// ErrClusterMismatch is returned by SetClusterID when the file already
+	// belongs to a different cluster, or to one with another partition
+	// count.
 	ErrClusterMismatch = errors.New("store: data directory belongs to another cluster")
 
 	// ErrFailed is returned by every mutation after a transaction failed: the

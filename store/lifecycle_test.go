@@ -40,7 +40,7 @@ func TestReopenKeepsDataMetaAndClusterID(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Open(Config{Dir: dir})
 	require.NoError(t, err)
-	require.NoError(t, s.SetClusterID("c1"))
+	require.NoError(t, s.SetClusterID("c1", 271))
 	_, err = s.Promise(ctx, 7, 3)
 	require.NoError(t, err)
 	owner := Claim{Epoch: 3, Owner: "a", Replicas: []string{"a", "b", "c"}}
@@ -75,9 +75,9 @@ func TestSetClusterIDRefusesAnotherCluster(t *testing.T) {
 	id, err := s.ClusterID()
 	require.NoError(t, err)
 	require.Empty(t, id)
-	require.NoError(t, s.SetClusterID("alpha"))
-	require.NoError(t, s.SetClusterID("alpha"), "setting the same ID again is fine")
-	err = s.SetClusterID("beta")
+	require.NoError(t, s.SetClusterID("alpha", 271))
+	require.NoError(t, s.SetClusterID("alpha", 271), "setting the same ID again is fine")
+	err = s.SetClusterID("beta", 271)
 	require.ErrorIs(t, err, ErrClusterMismatch)
 	require.Contains(t, err.Error(), "alpha")
 	require.Contains(t, err.Error(), "beta")
@@ -86,20 +86,19 @@ func TestSetClusterIDRefusesAnotherCluster(t *testing.T) {
 	require.Equal(t, "alpha", id)
 }
 
-func TestSetPartitionCountRefusesAnotherCountAcrossReopen(t *testing.T) {
+func TestSetClusterIDRefusesAnotherPartitionCountAcrossReopen(t *testing.T) {
 	dir := t.TempDir()
 	s := openDir(t, dir)
-	require.NoError(t, s.SetPartitionCount(271))
-	require.NoError(t, s.SetPartitionCount(271), "setting the same count again is fine")
-	require.ErrorIs(t, s.SetPartitionCount(0), ErrInvalid)
+	require.NoError(t, s.SetClusterID("alpha", 271))
+	require.ErrorIs(t, s.SetClusterID("alpha", 0), ErrInvalid)
 	require.NoError(t, s.Close())
 
 	s = openDir(t, dir)
-	err := s.SetPartitionCount(512)
+	err := s.SetClusterID("alpha", 512)
 	require.ErrorIs(t, err, ErrClusterMismatch)
 	require.Contains(t, err.Error(), "271")
 	require.Contains(t, err.Error(), "512")
-	require.NoError(t, s.SetPartitionCount(271))
+	require.NoError(t, s.SetClusterID("alpha", 271))
 }
 
 func TestCloseIsIdempotentAndLaterOpsReturnErrClosed(t *testing.T) {
@@ -116,7 +115,7 @@ func TestCloseIsIdempotentAndLaterOpsReturnErrClosed(t *testing.T) {
 	require.ErrorIs(t, p.Err(), ErrClosed)
 	_, err = s.Promise(ctx, 0, 1)
 	require.ErrorIs(t, err, ErrClosed)
-	require.ErrorIs(t, s.SetClusterID("c"), ErrClosed)
+	require.ErrorIs(t, s.SetClusterID("c", 271), ErrClosed)
 	_, _, err = s.Get(0, []byte("k"))
 	require.ErrorIs(t, err, ErrClosed)
 	_, err = s.Meta(0)
