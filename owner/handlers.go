@@ -42,26 +42,31 @@ func (o *Owner) HandlePrepare(ctx context.Context, req Prepare) (PromiseReply, e
 		return PromiseReply{}, err
 	}
 	newer := m.HasChosen && m.Chosen.Epoch > req.Base.Epoch
+	revoke := func() {}
 	if !newer && epoch.CheckPromise(m.Promised, req.Ballot) == nil {
-		o.drain(ctx, req.P)
+		revoke = o.drain(ctx, req.P)
 	}
 	r, err := HandlePrepare(ctx, o.store, req)
 	if err == nil && !r.OK {
 		o.stats.refusedPrepares.Add(1)
 	}
+	if err == nil && r.OK {
+		// Only now: a call that outlived the drain and stops at once
+		// finds its commit refused by the promise, not let through.
+		revoke()
+	}
 	return r, err
 }
 
 // drain stops serving partition p and waits for its leases, at most
-// DrainTimeout, then revokes those still held (see Lease.Context); also
-// when ctx ends first, since a promise may still follow.
-func (o *Owner) drain(ctx context.Context, p int) {
+// DrainTimeout. It returns a func that revokes the leases still held
+// (see Lease.Context), for once the promise is made.
+func (o *Owner) drain(ctx context.Context, p int) (revoke func()) {
 	pt := o.parts[p]
 	if _, serving := pt.servedClaim(); !serving {
-		return
+		return func() {}
 	}
 	idle, revoke := pt.stop()
-	defer revoke()
 	t := time.NewTimer(o.cfg.DrainTimeout)
 	defer t.Stop()
 	select {
@@ -69,9 +74,10 @@ func (o *Owner) drain(ctx context.Context, p int) {
 		o.cfg.Logger.Info("drained partition", "partition", p)
 	case <-t.C:
 		o.stats.drainTimeouts.Add(1)
-		o.cfg.Logger.Warn("drain timed out: the calls still in flight have their context cancelled and will be fenced", "partition", p)
+		o.cfg.Logger.Warn("drain timed out: the calls still in flight will be fenced, and have their context cancelled once the promise is made", "partition", p)
 	case <-ctx.Done():
 	}
+	return revoke
 }
 
 // HandleAccept answers an Accept from another node.

@@ -189,7 +189,8 @@ type Lease struct {
 }
 
 // Context ends, with cause ErrRevoked, once the partition moved on while
-// the lease was held: its drain timed out, or a newer claim was learned.
+// the lease was held: this node promised a new claim after its drain
+// timed out, or learned a newer claim.
 // The call's commit is then fenced: its handler should stop.
 func (l Lease) Context() context.Context { return l.ctx }
 

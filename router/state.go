@@ -23,8 +23,8 @@ import (
 // http.Request's does: a goroutine that must outlive the handler needs
 // its own). It also ends, with cause owner.ErrRevoked, when the
 // partition moves to a new claim while the handler runs (its drain ran
-// out of Config.DrainTimeout): the new owner runs the key's next calls
-// from then on, so stop; a handler that then fails has its call run
+// out of Config.DrainTimeout, and this node promised the new claim): the
+// new owner may run the key's next calls from then on, so stop; a handler that then fails has its call run
 // again at the new owner, and one that returns a result has its commit
 // fenced. A call whose ctx ends
 // while it waits behind its key's earlier calls does not run.

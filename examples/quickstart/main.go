@@ -33,6 +33,9 @@ type demo struct {
 	c *cluster.Cluster
 	// pause stops the first slow-inc call after it computed its write.
 	pause *cluster.Pause
+	// life ends when the demo does: it ends the pause then, not the
+	// handler's ctx, which a GC pause would not see either.
+	life context.Context
 }
 
 func run() error {
@@ -45,7 +48,8 @@ func run() error {
 	d.c = c
 
 	ctx, cancel := context.WithTimeout(context.Background(), cluster.RunBudget)
-	defer cancel()
+	defer cancel() // before c.Close: it ends a pause still waiting
+	d.life = ctx
 	fmt.Println("Starting 3 nodes on loopback (replication factor 3, the default), data under", c.Dir())
 	for i := range 3 {
 		if _, err := c.Start(ctx, fmt.Sprintf("node-%d", i)); err != nil {
@@ -74,7 +78,7 @@ func (d *demo) handlers(n *router.Node) {
 	n.Handle("slow-inc", func(ctx context.Context, req *router.Request) ([]byte, error) {
 		out, err := increment(n)(ctx, req)
 		if d.pause.Due() {
-			d.pause.Wait(ctx) // the write is computed; now a long pause
+			d.pause.Wait(d.life) // the write is computed; now a long pause
 		}
 		return out, err
 	})
