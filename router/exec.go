@@ -269,9 +269,9 @@ func (pe *partExec) run(n *Node, j *job) {
 	ctx.returned.Store(true)
 	if err != nil {
 		lease.Release()
-		if revoked := context.Cause(lease.Context()); revoked != nil {
-			// It failed as its lease was revoked: nothing was written,
-			// and the call runs again at the new owner.
+		if revoked := context.Cause(lease.Context()); revoked != nil && (errors.Is(err, context.Canceled) || errors.Is(err, owner.ErrRevoked)) {
+			// It stopped because its lease was revoked: nothing was
+			// written, and the call runs again at the new owner.
 			n.exec.answer(j, unavailable(revoked))
 			return
 		}

@@ -24,9 +24,10 @@ import (
 // its own). It also ends, with cause owner.ErrRevoked, when the
 // partition moves to a new claim while the handler runs (its drain ran
 // out of Config.DrainTimeout, and this node promised the new claim): the
-// new owner may run the key's next calls from then on, so stop; a handler that then fails has its call run
-// again at the new owner, and one that returns a result has its commit
-// fenced. A call whose ctx ends
+// new owner may run the key's next calls from then on, so stop. A
+// handler that then returns ctx's error (context.Canceled or the cause)
+// has its call run again at the new owner; one that returns a result has
+// its commit fenced; any other error reaches the caller. A call whose ctx ends
 // while it waits behind its key's earlier calls does not run.
 //
 // A handler may Call other keys, with ctx: a Call of its own key, which

@@ -37,6 +37,8 @@ type demo struct {
 	paused     chan epoch.Epoch
 	release    chan struct{}
 	pausedOnce atomic.Bool
+	// life ends with the scenario: it ends a pause still waiting then.
+	life context.Context
 
 	// mu guards attempts.
 	mu       sync.Mutex
@@ -62,11 +64,16 @@ func (d *demo) setStatus(n *router.Node, pause bool) router.Handler {
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
+			// Such a pause does not see ctx, which ends once the
+			// partition has moved: it can strike after the handler last
+			// looked at ctx, its UPDATE already on its way. The fence in
+			// the row is what stops that UPDATE.
 			select {
 			case <-d.release:
-			case <-ctx.Done():
-				return nil, ctx.Err()
+			case <-d.life.Done():
+				return nil, d.life.Err()
 			}
+			ctx = d.life
 		}
 		status := string(req.Payload)
 		rows, err := setStatus(ctx, d.db, fencedUpdate, string(req.Key), status, n.Name(), e)

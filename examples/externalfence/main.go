@@ -86,6 +86,9 @@ func run(ctx context.Context, w io.Writer) (*outcome, error) {
 		return nil, err
 	}
 	defer c.Close()
+	life, end := context.WithCancel(ctx)
+	defer end() // before c.Close, which waits for a handler still paused
+	d.life = life
 	fmt.Fprintln(w, "Starting 3 nodes on loopback.")
 	for i := range 3 {
 		if _, err := c.Start(ctx, fmt.Sprintf("node-%d", i)); err != nil {
