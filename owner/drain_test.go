@@ -79,3 +79,43 @@ func TestCallInFlightWhenItsOwnerDrainsCommitsBeforeTheBackupsPromise(t *testing
 	sent := slices.Index(log.events, "send c")
 	require.True(t, answered >= 0 && sent > answered, fmt.Sprintf("c was asked before b answered: %v", log.events))
 }
+
+// A lease still held when a drain ends is revoked once this node promises
+// a new claim, even when the Prepare whose drain stopped serving ended
+// without a promise (its sender gave up) and a later one makes it: the
+// handler must hear that the partition moved on.
+func TestLeaseOutlivingADrainIsRevokedAtTheNextPromise(t *testing.T) {
+	const p = 1
+	b, sb := (&mesh{}).addWith(t, "b", func(c *Config) { c.ReplicationFactor = 1; c.DrainTimeout = 20 * time.Second })
+	k := claimOn(t, p, store.Claim{Epoch: 1, Owner: "b", Replicas: []string{"b"}}, sb)
+	require.NoError(t, b.startServing(p, k))
+	lease, err := b.Lease(p)
+	require.NoError(t, err)
+	defer lease.Release()
+
+	givenUp, giveUp := context.WithCancel(context.Background())
+	first := make(chan PromiseReply, 1)
+	go func() {
+		r, _ := b.HandlePrepare(givenUp, Prepare{P: p, Ballot: 2, Base: k})
+		first <- r
+	}()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) { // polling a condition
+		if _, serving := b.Serving(p); !serving {
+			break // b drains: it waits for the lease
+		}
+		require.True(t, time.Now().Before(deadline), "b never began to drain")
+	}
+	giveUp()
+	require.False(t, (<-first).OK)
+	require.NoError(t, lease.Context().Err(), "nothing was promised: the lease stands")
+
+	r, err := b.HandlePrepare(context.Background(), Prepare{P: p, Ballot: 3, Base: k})
+	require.NoError(t, err)
+	require.True(t, r.OK)
+	select {
+	case <-lease.Context().Done():
+		require.ErrorIs(t, context.Cause(lease.Context()), ErrRevoked)
+	default:
+		t.Fatal("the lease of the stopped period was not revoked by the promise")
+	}
+}

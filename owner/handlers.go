@@ -42,31 +42,30 @@ func (o *Owner) HandlePrepare(ctx context.Context, req Prepare) (PromiseReply, e
 		return PromiseReply{}, err
 	}
 	newer := m.HasChosen && m.Chosen.Epoch > req.Base.Epoch
-	revoke := func() {}
 	if !newer && epoch.CheckPromise(m.Promised, req.Ballot) == nil {
-		revoke = o.drain(ctx, req.P)
+		o.drain(ctx, req.P)
 	}
 	r, err := HandlePrepare(ctx, o.store, req)
 	if err == nil && !r.OK {
 		o.stats.refusedPrepares.Add(1)
 	}
 	if err == nil && r.OK {
-		// Only now: a call that outlived the drain and stops at once
-		// finds its commit refused by the promise, not let through.
-		revoke()
+		// Only now: a call that outlived a drain and stops at once finds
+		// its commit refused by the promise, not let through.
+		pt.revokeStopped()
 	}
 	return r, err
 }
 
 // drain stops serving partition p and waits for its leases, at most
-// DrainTimeout. It returns a func that revokes the leases still held
-// (see Lease.Context), for once the promise is made.
-func (o *Owner) drain(ctx context.Context, p int) (revoke func()) {
+// DrainTimeout. Those still held are revoked once a promise is made (see
+// Lease.Context).
+func (o *Owner) drain(ctx context.Context, p int) {
 	pt := o.parts[p]
 	if _, serving := pt.servedClaim(); !serving {
-		return func() {}
+		return
 	}
-	idle, revoke := pt.stop()
+	idle := pt.stop()
 	t := time.NewTimer(o.cfg.DrainTimeout)
 	defer t.Stop()
 	select {
@@ -77,7 +76,6 @@ func (o *Owner) drain(ctx context.Context, p int) (revoke func()) {
 		o.cfg.Logger.Warn("drain timed out: the calls still in flight will be fenced, and have their context cancelled once the promise is made", "partition", p)
 	case <-ctx.Done():
 	}
-	return revoke
 }
 
 // HandleAccept answers an Accept from another node.

@@ -159,12 +159,21 @@ func (o *Owner) Bootstrap() (bool, error) {
 	}
 	id := hex.EncodeToString(b[:])
 	// Reserving the ID refuses, from now on, claims of any other cluster,
-	// but neither peers nor persistCluster see it before the store holds
-	// the root claims and the ID: a crash or an error before that leaves
-	// nothing that names it, and the next start bootstraps again.
+	// but neither peers' claims tables nor persistCluster see it before the
+	// store holds the root claims and the ID: a crash or an error before
+	// that leaves nothing that names it, and the next start bootstraps
+	// again.
 	if !o.claims.Reserve(id) {
 		o.cfg.Logger.Warn("Bootstrap is set but the seeds belong to a cluster: joining it", "cluster", o.claims.Cluster())
 		return false, nil
+	}
+	if o.ring != nil { // else persistCluster tells it, once started
+		// The ring's metadata carries the ID from now on, before the
+		// cluster exists: a node started with Bootstrap that sees a
+		// member with an ID creates none, and waits for its claims.
+		if err := o.ring.SetClusterID(id, clusterIDGossipTimeout); err != nil {
+			o.cfg.Logger.Warn("cannot gossip the new cluster's ID yet", "err", err)
+		}
 	}
 	root := store.Claim{Owner: o.cfg.Self, Replicas: []string{o.cfg.Self}}
 	for p := range o.cfg.Partitions {
@@ -180,12 +189,6 @@ func (o *Owner) Bootstrap() (bool, error) {
 		o.claims.Merge(p, root)
 	}
 	o.claims.Publish()
-	if o.ring != nil { // else persistCluster tells it, once started
-		// At once: a node that sees a member with a cluster ID creates none.
-		if err := o.ring.SetClusterID(id, clusterIDGossipTimeout); err != nil {
-			o.cfg.Logger.Warn("cannot gossip the new cluster's ID yet", "err", err)
-		}
-	}
 	o.synced.Store(true)
 	o.kick()
 	o.cfg.Logger.Info("bootstrapped a new cluster", "cluster", id, "partitions", o.cfg.Partitions)
@@ -364,7 +367,7 @@ func (o *Owner) persistCluster() error {
 		return err
 	}
 	if cur != id {
-		if err := o.refuseBootstrapLeftovers(); err != nil {
+		if err := o.CheckBootstrapLeftovers(); err != nil {
 			return err
 		}
 		if err := o.store.SetClusterID(id, o.cfg.Partitions); err != nil {
@@ -374,12 +377,17 @@ func (o *Owner) persistCluster() error {
 	return o.ring.SetClusterID(id, clusterIDGossipTimeout)
 }
 
-// refuseBootstrapLeftovers returns an error if the store, which holds no
-// cluster ID, holds a root claim (epoch 0) naming this node: a Bootstrap
-// of this node stopped before it stored its new cluster's ID. Under the
-// cluster it is joining instead, those claims would be read as final at
-// the next start, and this node would serve partitions it does not own.
-func (o *Owner) refuseBootstrapLeftovers() error {
+// CheckBootstrapLeftovers returns an error if the store holds no cluster
+// ID but a root claim (epoch 0) naming this node: a Bootstrap of this node
+// stopped before it stored its new cluster's ID. Under another cluster,
+// those claims would be read as final at the next start, and this node
+// would serve partitions it does not own, so the node refuses to adopt
+// one (persistCluster) and to start (the router calls it after
+// Bootstrap).
+func (o *Owner) CheckBootstrapLeftovers() error {
+	if id, err := o.store.ClusterID(); err != nil || id != "" {
+		return err
+	}
 	ps, err := o.store.Partitions()
 	if err != nil {
 		return err
@@ -390,8 +398,8 @@ func (o *Owner) refuseBootstrapLeftovers() error {
 			return err
 		}
 		if m.HasChosen && m.Chosen.Epoch == 0 && m.Chosen.Owner == o.cfg.Self {
-			return fmt.Errorf("owner: the data directory holds the root claims of a cluster this node began to create (partition %d): "+
-				"it cannot join another cluster with them; remove the directory", p)
+			return fmt.Errorf("owner: the data directory holds the root claims of a cluster this node began to create and never served (partition %d): "+
+				"it cannot join another cluster with them; start it with an empty data directory", p)
 		}
 	}
 	return nil

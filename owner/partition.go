@@ -27,9 +27,12 @@ type partition struct {
 	serving bool
 	claim   store.Claim
 	// servingCtx is the leases' context of the serving period that start
-	// began; revoke ends it with ErrRevoked.
+	// began; revoke ends it with ErrRevoked. unrevoked holds the revokes
+	// of the periods stop ended, until the partition moves on for sure
+	// (revokeStopped).
 	servingCtx context.Context
 	revoke     context.CancelCauseFunc
+	unrevoked  []context.CancelCauseFunc
 	// inflight counts leases not yet released; idle is closed when it
 	// drops to zero while draining.
 	inflight int
@@ -217,44 +220,58 @@ func (pt *partition) lease() (Lease, bool) {
 	return Lease{P: pt.p, Epoch: pt.claim.Epoch, part: pt, ctx: pt.servingCtx}, true
 }
 
-// stop ends serving and returns a channel closed once no lease is held,
-// and a func that revokes the leases of the serving period it ended (see
-// Lease.Context).
-func (pt *partition) stop() (idle <-chan struct{}, revoke func()) {
+// stop ends serving and returns a channel closed once no lease is held.
+// Its leases are revoked later, by revokeStopped.
+func (pt *partition) stop() (idle <-chan struct{}) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	return pt.stopLocked()
 }
 
-// stopBefore ends serving, and revokes its leases at once, if the served
-// claim is older than epoch e: a newer claim is chosen, whose owner may
-// serve already. The check and the stop are one step, so a claim whose
-// serving starts meanwhile is not stopped.
+// stopBefore ends serving if the served claim is older than epoch e, and
+// revokes the leases of every period stopped: a newer claim is chosen,
+// whose owner may serve already. The check and the stop are one step, so
+// a claim whose serving starts meanwhile is not stopped.
 func (pt *partition) stopBefore(e epoch.Epoch) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	if pt.serving && pt.claim.Epoch < e {
-		_, revoke := pt.stopLocked()
-		revoke()
+		pt.stopLocked()
 	}
+	pt.revokeStoppedLocked()
+}
+
+// revokeStopped revokes the leases of the serving periods that stop ended
+// (see Lease.Context): this node promised a new claim.
+func (pt *partition) revokeStopped() {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	pt.revokeStoppedLocked()
+}
+
+func (pt *partition) revokeStoppedLocked() {
+	for _, revoke := range pt.unrevoked {
+		revoke(ErrRevoked)
+	}
+	pt.unrevoked = nil
 }
 
 // stopLocked is stop with mu held.
-func (pt *partition) stopLocked() (idle <-chan struct{}, revoke func()) {
+func (pt *partition) stopLocked() (idle <-chan struct{}) {
 	pt.serving = false
-	revoke = func() {}
-	if cancel := pt.revoke; cancel != nil {
-		revoke = func() { cancel(ErrRevoked) }
+	if pt.revoke != nil {
+		pt.unrevoked = append(pt.unrevoked, pt.revoke)
+		pt.revoke = nil
 	}
 	if pt.inflight == 0 {
 		done := make(chan struct{})
 		close(done)
-		return done, revoke
+		return done
 	}
 	if pt.idle == nil {
 		pt.idle = make(chan struct{})
 	}
-	return pt.idle, revoke
+	return pt.idle
 }
 
 // setYield records how the running attempt gives its slot back early.
@@ -298,6 +315,7 @@ func (pt *partition) start(c store.Claim, pos store.Position, fenced func() bool
 		pt.resyncs = 0
 	}
 	pt.serving, pt.claim, pt.pos, pt.lagging, pt.stalled, pt.servedSince = true, c, pos, pt.lagsBefore == c.Epoch, false, time.Now()
+	pt.revokeStoppedLocked() // older claims'
 	pt.servingCtx, pt.revoke = context.WithCancelCause(context.Background())
 	return true
 }

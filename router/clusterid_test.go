@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,10 +139,12 @@ func freeLoopbackAddr(t *testing.T, host string) string {
 }
 
 // A node started with Bootstrap that leaves the creation of the cluster to
-// another one (whose name sorts first) creates it itself once that one is
-// gone without creating it: here the other's Start gave up, its seed
-// unreachable.
-func TestBootstrapNodeCreatesTheClusterWhenTheFirstFounderGivesUp(t *testing.T) {
+// another one (whose name sorts first) waits for it in Start, and does not
+// create a cluster of its own when the other one seems gone: a network
+// partition looks the same, and the other one may have created one. Here
+// the other's Start gave up, its seed unreachable; this node's Start ends
+// with its ctx, saying why, and a restart creates the cluster.
+func TestBootstrapNodeThatLeftTheCreationToAnotherWaitsForIt(t *testing.T) {
 	var logs logBuffer
 	c := &testCluster{t: t, dir: t.TempDir(), setup: func(n *Node) { n.Handle("inc", counter) }}
 	cfg := c.config("n0", true)
@@ -160,12 +163,10 @@ func TestBootstrapNodeCreatesTheClusterWhenTheFirstFounderGivesUp(t *testing.T) 
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	second, err := New(cfg)
 	require.NoError(t, err)
-	c.setup(second)
-	t.Cleanup(func() { second.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	waiting, stopWaiting := context.WithCancel(context.Background())
+	defer stopWaiting()
 	secondStarted := make(chan error, 1)
-	go func() { secondStarted <- second.Start(ctx) }()
+	go func() { secondStarted <- second.Start(waiting) }()
 	waitFor(t, 30*time.Second, func() error {
 		if !strings.Contains(logs.String(), "waiting for the cluster another node creates") {
 			return errors.New("n1 does not wait for n0 yet")
@@ -174,10 +175,57 @@ func TestBootstrapNodeCreatesTheClusterWhenTheFirstFounderGivesUp(t *testing.T) 
 	})
 	stop()
 	require.Error(t, <-firstStarted)
+	waitFor(t, 30*time.Second, func() error {
+		if slices.Contains(second.Members(), "n0") {
+			return errors.New("n1 still sees n0")
+		}
+		return nil
+	})
+	stopWaiting()
+	err = <-secondStarted
+	require.ErrorContains(t, err, "waiting for the cluster that another node started with Bootstrap creates")
+	require.Empty(t, second.owner.ClusterID(), "n1 created a cluster of its own")
 
-	require.NoError(t, <-secondStarted)
-	require.NotEmpty(t, second.owner.ClusterID(), "n1 created no cluster")
-	v, err := second.Call(ctx, []byte("k"), "inc", nil)
+	cfg.Seeds = nil
+	restarted := c.start(cfg)
+	require.NotEmpty(t, restarted.owner.ClusterID(), "the restart created no cluster")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	v, err := restarted.Call(ctx, []byte("k"), "inc", nil)
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), binary.BigEndian.Uint64(v))
+}
+
+// A node whose data directory holds the root claims of a bootstrap of its
+// own that stopped before storing its cluster ID (they were never served)
+// refuses to start in another cluster: at its next start it would read
+// them as final, and serve partitions it does not own.
+func TestNodeWithTheLeftoversOfAHalfDoneBootstrapIsRefused(t *testing.T) {
+	c := newTestCluster(t, 1, nil)
+	cfg := c.config("n1", false)
+	st, err := store.Open(store.Config{Dir: cfg.DataDir})
+	require.NoError(t, err)
+	_, err = st.Choose(context.Background(), 7, store.Claim{Owner: "n1", Replicas: []string{"n1"}}, true)
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+
+	n, err := New(cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = n.Start(ctx)
+	require.ErrorContains(t, err, "root claims of a cluster this node began to create")
+	id, err := storeClusterID(cfg.DataDir)
+	require.NoError(t, err)
+	require.Empty(t, id, "the other cluster's ID was stored with the leftovers")
+}
+
+// storeClusterID reads the cluster ID of the closed store in dir.
+func storeClusterID(dir string) (string, error) {
+	st, err := store.Open(store.Config{Dir: dir})
+	if err != nil {
+		return "", err
+	}
+	defer st.Close()
+	return st.ClusterID()
 }

@@ -51,8 +51,9 @@ type Config struct {
 	// and the seeds (if any) belong to none. Set it on one node of a new
 	// cluster; of several nodes with it that see each other, the one whose
 	// name sorts first creates the cluster, and the others' Start waits
-	// until it reaches them (or, if that node goes away first, the next
-	// one creates it). It is ignored on a restart with the same DataDir, and a node
+	// until it reaches them or Start's ctx ends (they then create none: if
+	// that node never creates it, start them again once it is gone). It is
+	// ignored on a restart with the same DataDir, and a node
 	// that lost its DataDir and starts again with Bootstrap set joins the
 	// cluster of its seeds. Without seeds it cannot know there is one: it
 	// creates a second cluster ID and claims every partition for itself,

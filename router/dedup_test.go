@@ -457,3 +457,21 @@ func TestCallStopsRetryingBeforeTheFirstAttemptsRecordCanBePruned(t *testing.T) 
 	require.ErrorIs(t, err, ErrUnavailable)
 	require.Equal(t, int64(1), h.runs.Load(), "the call ran again after its record was pruned")
 }
+
+// A handler sees its call's request ID, the caller's or the one Call drew,
+// from which it can derive the IDs of the calls it makes in turn.
+func TestHandlerSeesItsCallsRequestID(t *testing.T) {
+	c := newTestCluster(t, 2, func(n *Node) {
+		n.Handle("id", func(_ context.Context, req *Request) ([]byte, error) { return req.ID, nil })
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, n := range c.nodes {
+		id, err := n.Call(ctx, []byte("k"), "id", nil, RequestID([]byte("order-42")))
+		require.NoError(t, err)
+		require.Equal(t, "order-42", string(id))
+		drawn, err := n.Call(ctx, []byte("k"), "id", nil)
+		require.NoError(t, err)
+		require.Len(t, drawn, 16, "Call draws a 16-byte ID")
+	}
+}

@@ -249,7 +249,7 @@ func (pe *partExec) run(n *Node, j *job) {
 		n.exec.answer(j, committed(nil, err))
 		return
 	}
-	req := &Request{Key: j.req.Key, Method: j.req.Method, Payload: j.req.Payload, Partition: pe.p, Epoch: lease.Epoch, State: st}
+	req := &Request{Key: j.req.Key, Method: j.req.Method, Payload: j.req.Payload, Partition: pe.p, Epoch: lease.Epoch, State: st, ID: j.req.ID}
 	// The handler's ctx also ends when the lease is revoked: the partition
 	// moved on while it ran, and the new owner may run the key's next calls.
 	leased, cancel := context.WithCancelCause(j.ctx)

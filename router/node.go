@@ -260,6 +260,9 @@ func (n *Node) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("router: bootstrap: %w", err)
 	}
+	if err := n.owner.CheckBootstrapLeftovers(); err != nil {
+		return fmt.Errorf("router: %w", err)
+	}
 	if created {
 		// Members that joined before there was a cluster get its claims
 		// now, not at their next push/pull.
@@ -275,35 +278,38 @@ func (n *Node) start(ctx context.Context) error {
 	return nil
 }
 
-// bootstrap creates a new cluster (see Config.Bootstrap) unless the cluster exists or another member started with
+// bootstrap creates a new cluster (see Config.Bootstrap) unless the
+// cluster exists (a member carries its ID) or another member started with
 // Bootstrap sorts first by name (Ring.Founders): of several such nodes
 // that see each other, one creates the cluster and the others join it,
-// instead of each creating its own. A node that leaves it to another
-// waits until the cluster reaches it, or until that node is gone (it
-// failed, or its Start gave up) and the creation falls to the next one.
+// instead of each creating its own. A node that left the creation to
+// another waits until the cluster reaches it or ctx ends; it never
+// creates one after that, even if the other node seems gone (a network
+// partition looks the same).
 func (n *Node) bootstrap(ctx context.Context) (bool, error) {
 	if !n.cfg.Bootstrap {
 		return false, nil
 	}
-	waited := false
+	yielded := false
 	for {
 		changed, claimsChanged := n.ring.Changed(), n.owner.Claims().Changed()
 		if n.owner.ClusterID() != "" {
 			return false, nil
 		}
 		founders := n.ring.Founders()
-		if len(founders) > 0 && founders[0] == n.cfg.Name {
+		if !yielded && len(founders) > 0 && founders[0] == n.cfg.Name {
 			return n.owner.Bootstrap()
 		}
-		if !waited {
+		if !yielded {
+			yielded = true
 			n.cfg.Logger.Info("router: waiting for the cluster another node creates", "node", n.cfg.Name, "founders", founders)
-			waited = true
 		}
 		t := time.NewTimer(time.Second)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return false, fmt.Errorf("waiting for the cluster another node creates: %w", ctx.Err())
+			return false, fmt.Errorf("waiting for the cluster that another node started with Bootstrap creates: %w; "+
+				"if it never does, start this node again once that node is gone", ctx.Err())
 		case <-changed:
 		case <-claimsChanged:
 		case <-t.C:

@@ -58,6 +58,12 @@ type Request struct {
 	Epoch epoch.Epoch
 	// State is the key's value, as of every earlier call on the key.
 	State *State
+	// ID is the call's request ID (see RequestID; Call draws one if the
+	// caller gave none); do not modify it. A call can run again on
+	// another owner (its owner was deposed mid-call), so a handler that
+	// Calls other keys should give those calls request IDs derived from
+	// it (a hash of ID and the other key, say): they then run once.
+	ID []byte
 }
 
 // State is a transactional view of one key's value: changes apply only if

@@ -10,7 +10,7 @@ import (
 // partition while a call is in flight, without sleeping.
 //
 //	if pause.Due() { // in the handler, at the worst moment
-//		pause.Wait(ctx)
+//		pause.Wait(life) // not the handler's ctx, which a real pause does not see
 //	}
 //
 //	<-pause.Paused() // in the program: a call is in flight now
