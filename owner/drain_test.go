@@ -119,3 +119,20 @@ func TestLeaseOutlivingADrainIsRevokedAtTheNextPromise(t *testing.T) {
 		t.Fatal("the lease of the stopped period was not revoked by the promise")
 	}
 }
+
+// The leases of a stopped serving period are revoked only once a newer
+// claim is promised, chosen or served here: learning again the claim they
+// were taken under (a Prepare retried from the same base) leaves them be.
+func TestStoppedLeasesAreRevokedOnlyByANewerClaim(t *testing.T) {
+	pt := &partition{p: 1}
+	require.True(t, pt.start(store.Claim{Epoch: 3, Owner: "a", Replicas: []string{"a"}}, store.Position{}, func() bool { return false }))
+	lease, ok := pt.lease()
+	require.True(t, ok)
+	defer lease.Release()
+	pt.stop()
+	pt.stopBefore(3)
+	pt.revokeStoppedBelow(3)
+	require.NoError(t, lease.Context().Err(), "nothing newer than epoch 3")
+	pt.stopBefore(4)
+	require.ErrorIs(t, context.Cause(lease.Context()), ErrRevoked)
+}

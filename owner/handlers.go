@@ -52,7 +52,7 @@ func (o *Owner) HandlePrepare(ctx context.Context, req Prepare) (PromiseReply, e
 	if err == nil && r.OK {
 		// Only now: a call that outlived a drain and stops at once finds
 		// its commit refused by the promise, not let through.
-		pt.revokeStopped()
+		pt.revokeStoppedBelow(req.Ballot)
 	}
 	return r, err
 }

@@ -28,11 +28,11 @@ type partition struct {
 	claim   store.Claim
 	// servingCtx is the leases' context of the serving period that start
 	// began; revoke ends it with ErrRevoked. unrevoked holds the revokes
-	// of the periods stop ended, until the partition moves on for sure
-	// (revokeStopped).
+	// of the periods stop ended, with their claims' epochs, until a newer
+	// claim is promised, chosen or served here (revokeStoppedBelow).
 	servingCtx context.Context
 	revoke     context.CancelCauseFunc
-	unrevoked  []context.CancelCauseFunc
+	unrevoked  []stoppedPeriod
 	// inflight counts leases not yet released; idle is closed when it
 	// drops to zero while draining.
 	inflight int
@@ -228,39 +228,52 @@ func (pt *partition) stop() (idle <-chan struct{}) {
 	return pt.stopLocked()
 }
 
+// stoppedPeriod is a serving period that stop ended and whose leases are
+// not revoked yet.
+type stoppedPeriod struct {
+	epoch  epoch.Epoch // its claim's
+	revoke context.CancelCauseFunc
+}
+
 // stopBefore ends serving if the served claim is older than epoch e, and
-// revokes the leases of every period stopped: a newer claim is chosen,
-// whose owner may serve already. The check and the stop are one step, so
-// a claim whose serving starts meanwhile is not stopped.
+// revokes the leases of the periods stopped below e: a claim at e is
+// chosen, whose owner may serve already. The check and the stop are one
+// step, so a claim whose serving starts meanwhile is not stopped.
 func (pt *partition) stopBefore(e epoch.Epoch) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	if pt.serving && pt.claim.Epoch < e {
 		pt.stopLocked()
 	}
-	pt.revokeStoppedLocked()
+	pt.revokeStoppedBelowLocked(e)
 }
 
-// revokeStopped revokes the leases of the serving periods that stop ended
-// (see Lease.Context): this node promised a new claim.
-func (pt *partition) revokeStopped() {
+// revokeStoppedBelow revokes the leases of the serving periods that stop
+// ended whose claims are older than epoch e (see Lease.Context): this
+// node promised e.
+func (pt *partition) revokeStoppedBelow(e epoch.Epoch) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	pt.revokeStoppedLocked()
+	pt.revokeStoppedBelowLocked(e)
 }
 
-func (pt *partition) revokeStoppedLocked() {
-	for _, revoke := range pt.unrevoked {
-		revoke(ErrRevoked)
+func (pt *partition) revokeStoppedBelowLocked(e epoch.Epoch) {
+	kept := pt.unrevoked[:0]
+	for _, s := range pt.unrevoked {
+		if s.epoch < e {
+			s.revoke(ErrRevoked)
+		} else {
+			kept = append(kept, s)
+		}
 	}
-	pt.unrevoked = nil
+	pt.unrevoked = kept
 }
 
 // stopLocked is stop with mu held.
 func (pt *partition) stopLocked() (idle <-chan struct{}) {
 	pt.serving = false
 	if pt.revoke != nil {
-		pt.unrevoked = append(pt.unrevoked, pt.revoke)
+		pt.unrevoked = append(pt.unrevoked, stoppedPeriod{pt.claim.Epoch, pt.revoke})
 		pt.revoke = nil
 	}
 	if pt.inflight == 0 {
@@ -315,7 +328,7 @@ func (pt *partition) start(c store.Claim, pos store.Position, fenced func() bool
 		pt.resyncs = 0
 	}
 	pt.serving, pt.claim, pt.pos, pt.lagging, pt.stalled, pt.servedSince = true, c, pos, pt.lagsBefore == c.Epoch, false, time.Now()
-	pt.revokeStoppedLocked() // older claims'
+	pt.revokeStoppedBelowLocked(c.Epoch)
 	pt.servingCtx, pt.revoke = context.WithCancelCause(context.Background())
 	return true
 }
