@@ -405,11 +405,6 @@ func (o *Owner) CheckBootstrapLeftovers() error {
 	return nil
 }
 
-// ClusterID returns the ID of the cluster this node belongs to, "" until
-// it has one: the store's from New on, or the one Bootstrap creates or
-// gossip brings.
-func (o *Owner) ClusterID() string { return o.claims.Cluster() }
-
 // attempt runs one step for a partition, bounded by the semaphore.
 func (o *Owner) attempt(s Step, t *ring.Table) {
 	defer o.wg.Done()

@@ -221,7 +221,7 @@ func (pt *partition) lease() (Lease, bool) {
 }
 
 // stop ends serving and returns a channel closed once no lease is held.
-// Its leases are revoked later, by revokeStopped.
+// Its leases are revoked later, by revokeStoppedBelow.
 func (pt *partition) stop() (idle <-chan struct{}) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()

@@ -30,8 +30,8 @@ type hooks struct {
 
 	// mu guards self, meta and members.
 	mu sync.Mutex
-	// self is this node's metadata, meta its encoding; SetClusterID
-	// changes self.ClusterID.
+	// self is this node's metadata, meta its encoding; SetClusterID and
+	// SetLeaving change self.
 	self nodeMeta
 	meta []byte
 	// members holds a copy of every live member's node, as the events

@@ -28,7 +28,7 @@ func TestNodeOnAnotherClustersDataDirIsRefused(t *testing.T) {
 	x := newTestCluster(t, 2, setup)
 	y := &testCluster{t: t, dir: t.TempDir(), setup: setup}
 	other := y.add("n1", true)
-	require.NotEqual(t, x.nodes[0].owner.ClusterID(), other.owner.ClusterID())
+	require.NotEqual(t, x.nodes[0].owner.Claims().Cluster(), other.owner.Claims().Cluster())
 	keys := make([][]byte, 16)
 	for i := range keys {
 		keys[i] = fmt.Appendf(nil, "acct-%d", i)
@@ -53,7 +53,7 @@ func TestNodeOnAnotherClustersDataDirIsRefused(t *testing.T) {
 	err = n.Start(startCtx)
 	stop()
 	require.ErrorIs(t, err, ring.ErrIncompatible, "a node of another cluster ID must not join")
-	require.Contains(t, err.Error(), other.owner.ClusterID())
+	require.Contains(t, err.Error(), other.owner.Claims().Cluster())
 	n.Close()
 
 	cfg.DataDir = ownDir
@@ -95,8 +95,8 @@ func TestTwoBootstrapNodesStartedTogetherMakeOneCluster(t *testing.T) {
 	}
 	c.nodes = nodes
 	c.waitConverged()
-	require.NotEmpty(t, nodes[0].owner.ClusterID())
-	require.Equal(t, nodes[0].owner.ClusterID(), nodes[1].owner.ClusterID(), "two clusters were created")
+	require.NotEmpty(t, nodes[0].owner.Claims().Cluster())
+	require.Equal(t, nodes[0].owner.Claims().Cluster(), nodes[1].owner.Claims().Cluster(), "two clusters were created")
 	for i := range 16 {
 		key := fmt.Appendf(nil, "acct-%d", i)
 		for j, n := range nodes {
@@ -184,11 +184,11 @@ func TestBootstrapNodeThatLeftTheCreationToAnotherWaitsForIt(t *testing.T) {
 	stopWaiting()
 	err = <-secondStarted
 	require.ErrorContains(t, err, "waiting for the cluster that another node started with Bootstrap creates")
-	require.Empty(t, second.owner.ClusterID(), "n1 created a cluster of its own")
+	require.Empty(t, second.owner.Claims().Cluster(), "n1 created a cluster of its own")
 
 	cfg.Seeds = nil
 	restarted := c.start(cfg)
-	require.NotEmpty(t, restarted.owner.ClusterID(), "the restart created no cluster")
+	require.NotEmpty(t, restarted.owner.Claims().Cluster(), "the restart created no cluster")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	v, err := restarted.Call(ctx, []byte("k"), "inc", nil)

@@ -187,12 +187,12 @@ func (n *Node) start(ctx context.Context) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	defer context.AfterFunc(n.ctx, stop)()
-	hello := rpc.Hello{Cluster: fmt.Sprintf("%+v", n.fingerprint()), Node: n.cfg.Name, ClusterID: n.owner.ClusterID()}
+	hello := rpc.Hello{Cluster: fmt.Sprintf("%+v", n.fingerprint()), Node: n.cfg.Name, ClusterID: n.owner.Claims().Cluster()}
 	checkHello := func(h rpc.Hello) error {
 		if h.Cluster != hello.Cluster {
 			return fmt.Errorf("router: peer %q is of cluster %s, we are %s", h.Node, h.Cluster, hello.Cluster)
 		}
-		if ours := n.owner.ClusterID(); ours != "" && h.ClusterID != "" && h.ClusterID != ours {
+		if ours := n.owner.Claims().Cluster(); ours != "" && h.ClusterID != "" && h.ClusterID != ours {
 			return fmt.Errorf("%w: peer %q belongs to cluster ID %s, we to %s", store.ErrClusterMismatch, h.Node, h.ClusterID, ours)
 		}
 		return nil
@@ -228,7 +228,7 @@ func (n *Node) start(ctx context.Context) error {
 	n.ring, err = ring.New(ring.Config{
 		Name: n.cfg.Name, BindAddr: host, BindPort: port, Transport: gossip,
 		RPCAddr: ln.Addr().String(), Fingerprint: n.fingerprint(),
-		ClusterID: n.owner.ClusterID(), Founder: n.cfg.Bootstrap,
+		ClusterID: n.owner.Claims().Cluster(), Founder: n.cfg.Bootstrap,
 		Seeds: n.cfg.Seeds, Delegate: n.owner, SecretKey: n.cfg.SecretKey,
 		Preset: n.cfg.GossipPreset, PushPullInterval: n.cfg.PushPullInterval,
 		Logger: n.cfg.Logger,
@@ -293,7 +293,7 @@ func (n *Node) bootstrap(ctx context.Context) (bool, error) {
 	yielded := false
 	for {
 		changed, claimsChanged := n.ring.Changed(), n.owner.Claims().Changed()
-		if n.owner.ClusterID() != "" {
+		if n.owner.Claims().Cluster() != "" {
 			return false, nil
 		}
 		founders := n.ring.Founders()
@@ -304,17 +304,14 @@ func (n *Node) bootstrap(ctx context.Context) (bool, error) {
 			yielded = true
 			n.cfg.Logger.Info("router: waiting for the cluster another node creates", "node", n.cfg.Name, "founders", founders)
 		}
-		t := time.NewTimer(time.Second)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return false, fmt.Errorf("waiting for the cluster that another node started with Bootstrap creates: %w; "+
 				"if it never does, start this node again once that node is gone", ctx.Err())
 		case <-changed:
 		case <-claimsChanged:
-		case <-t.C:
+		case <-time.After(time.Second):
 		}
-		t.Stop()
 	}
 }
 
