@@ -70,11 +70,14 @@ func (s *Store) run() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	armed := false
-	for {
+	arm := func() {
 		if !armed && !s.mem.empty() && s.flushInterval > 0 {
 			timer.Reset(s.flushInterval)
 			armed = true
 		}
+	}
+	for {
+		arm()
 		select {
 		case <-s.wake:
 		case <-timer.C:
@@ -107,9 +110,20 @@ func (s *Store) run() {
 				break
 			}
 			s.commit(group)
-			if s.needsFlush() {
+			// The queue may never empty under load: the flush that ended and
+			// the timer are looked at here too, or the WAL would grow
+			// without bound while flushes waited to be collected.
+			s.collectFlush()
+			select {
+			case <-timer.C:
+				armed = false
 				s.startFlush()
+			default:
+				if s.needsFlush() {
+					s.startFlush()
+				}
 			}
+			arm()
 		}
 		if armed && s.mem.empty() {
 			timer.Stop()

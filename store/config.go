@@ -59,7 +59,8 @@ type Config struct {
 	// FlushBytes is the WAL (or memtable) size, in bytes, that triggers a
 	// flush; 50,000 keys in the memtable trigger one too. Zero means 8 MiB.
 	// It bounds the memory the memtable holds, the WAL file's size and the
-	// replay work at Open.
+	// replay work at Open: while a flush runs they may grow to 4 times it,
+	// then commits wait for that flush.
 	FlushBytes int
 
 	// noFlush (tests only) disables the timer and size flushes and the flush

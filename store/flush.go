@@ -47,14 +47,16 @@ func (s *Store) snapshot() *frozen {
 // on while it is written into the data file: the committer switches to a
 // fresh memtable and to the other WAL file, whose records the file already
 // holds. If a flush already runs, it waits for it only when the memtable
-// outgrew maxFlushBacklog times Config.FlushBytes; otherwise the next
-// trigger after that flush starts another.
+// or the active WAL file outgrew maxFlushBacklog times its bound (the WAL
+// outgrows the memtable where batches overwrite the same keys); otherwise
+// the next trigger after that flush starts another.
 func (s *Store) startFlush() {
 	if s.failure != nil || s.mem.empty() {
 		return
 	}
 	if s.flushDone != nil {
-		if s.mem.bytes < maxFlushBacklog*s.flushBytes && s.mem.entries < maxFlushBacklog*flushEntries {
+		if s.mem.bytes < maxFlushBacklog*s.flushBytes && s.mem.entries < maxFlushBacklog*flushEntries &&
+			s.wals[s.active].off < int64(maxFlushBacklog*s.flushBytes) {
 			return
 		}
 		s.waitFlush()
@@ -77,6 +79,16 @@ func (s *Store) startFlush() {
 		}
 		done <- s.db.Update(func(tx *bolt.Tx) error { return writeFrozen(tx, f) })
 	}()
+}
+
+// collectFlush finishes the background flush if it has ended, without
+// waiting for one that runs.
+func (s *Store) collectFlush() {
+	select {
+	case err := <-s.flushDone: // a nil channel (no flush running) never fires
+		s.finishFlush(err)
+	default:
+	}
 }
 
 // waitFlush waits for the background flush, if one runs, and finishes it.

@@ -16,8 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/singlewriter/singlewriter/epoch"
 	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/singlewriter/singlewriter/epoch"
 )
 
 // openNoFlush opens a store in dir whose memtable is flushed only by slow
@@ -830,4 +832,54 @@ func TestGroupTooLargeForOneWALRecordIsCommittedInTheDataFile(t *testing.T) {
 	defer s.Close()
 	requireValue(t, s, 0, "small", "v")
 	requireValue(t, s, 0, "large", large)
+}
+
+// Under a load that never lets the committer's queue empty, flushes still
+// end and new ones start, so the WAL stays within a few times its bound
+// even where every batch overwrites one key (the memtable stays small). The
+// queue here fills while the committer waits for a held flush, then holds
+// twenty groups. Until the fix, a flush that ended was collected only once
+// the queue emptied, so every group went into one WAL file.
+func TestWALStaysBoundedWhileTheQueueNeverEmpties(t *testing.T) {
+	const flushBytes = 16 << 10
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(Config{Dir: dir, NoSync: true, FlushBytes: flushBytes, FlushInterval: time.Hour})
+	require.NoError(t, err)
+	defer s.Close()
+	started, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	s.flushHook = func() { once.Do(func() { close(started); <-release }) }
+	overwrite := func() *Pending {
+		return s.Submit(&Batch{Partition: 0, Epoch: 1, Writes: []KV{{Key: []byte("k"), Value: make([]byte, 64)}}})
+	}
+	for {
+		require.NoError(t, overwrite().Wait(ctx))
+		select {
+		case <-started: // the first flush runs, held
+		default:
+			continue
+		}
+		break
+	}
+	// A slow operation waits for the held flush; the batches queue behind it.
+	slow := s.enqueue(&op{apply: func(*bolt.Tx) (error, error) { return nil, nil }, partition: noPartition})
+	queued := make([]*Pending, 20*maxGroup)
+	for i := range queued {
+		queued[i] = overwrite()
+	}
+	close(release)
+	require.NoError(t, slow.Wait(ctx))
+	for _, p := range queued {
+		require.NoError(t, p.Wait(ctx))
+	}
+
+	group := maxGroup * 160 // a group's record: 1,024 batches of a 64-byte value, generously
+	for i := range 2 {
+		data, err := os.ReadFile(filepath.Join(dir, walFileName(i)))
+		require.NoError(t, err)
+		_, end, err := scanWAL(data, 0)
+		require.NoError(t, err)
+		require.LessOrEqual(t, end, maxFlushBacklog*flushBytes+group, "WAL file %d holds %d bytes", i, end)
+	}
 }
