@@ -243,8 +243,14 @@ func (o *Owner) Lease(p int) (Lease, error) {
 	return Lease{}, &NotOwnerError{P: p, Claim: c}
 }
 
-// Serving reports the claim this node serves partition p under, if any.
-func (o *Owner) Serving(p int) (store.Claim, bool) { return o.parts[p].servedClaim() }
+// Serving reports the claim this node serves partition p under, if any;
+// none for a partition out of range.
+func (o *Owner) Serving(p int) (store.Claim, bool) {
+	if p < 0 || p >= len(o.parts) {
+		return store.Claim{}, false
+	}
+	return o.parts[p].servedClaim()
+}
 
 // Settled reports whether this node's view has converged: for every
 // partition it knows a claim whose owner and replicas are those the ring

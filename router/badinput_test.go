@@ -45,6 +45,16 @@ func TestBadCallsGetClearErrors(t *testing.T) {
 	_, err = n.Call(ended, []byte("k"), "inc", nil, RequestID(make([]byte, MaxRequestIDSize+1)))
 	require.ErrorIs(t, err, ErrRequestIDTooLarge)
 
+	// A partition out of range is served by nobody and has no audit.
+	for _, p := range []int{-1, n.cfg.Partitions} {
+		_, ok := n.Serving(p)
+		require.False(t, ok)
+		_, ok = n.Owner(p)
+		require.False(t, ok)
+		_, err = n.Audit(p)
+		require.ErrorContains(t, err, "out of range")
+	}
+
 	// Nothing above wrote anything.
 	v, err := n.Call(ctx, []byte("k"), "get", nil)
 	require.NoError(t, err)

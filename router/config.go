@@ -17,6 +17,9 @@ import (
 // sets none.
 const DefaultReplicationFactor = 3
 
+// defaultMaxPayload is Config.MaxPayload when it is zero.
+const defaultMaxPayload = 1 << 20
+
 // Bounds of Config.
 const (
 	// MaxPartitions bounds Config.Partitions: each partition has its own
@@ -207,7 +210,7 @@ func (c *Config) validate() error {
 		return fmt.Errorf("router: Config.ReplicationFactor is %d, want 1, 3 or 5", c.ReplicationFactor)
 	}
 	if c.MaxPayload == 0 {
-		c.MaxPayload = 1 << 20
+		c.MaxPayload = defaultMaxPayload
 	}
 	if c.MaxPayload < 0 || c.MaxPayload > MaxPayloadLimit {
 		return fmt.Errorf("router: Config.MaxPayload is %d, want 1 to %d", c.MaxPayload, MaxPayloadLimit)

@@ -261,21 +261,21 @@ func (pe *partExec) run(n *Node, j *job) {
 			// The handler ended this goroutine (runtime.Goexit): its call
 			// fails, and another worker takes the rest of the key's queue.
 			lease.Release()
-			n.exec.answer(j, handlerFailed(errors.New("the handler ended its goroutine (runtime.Goexit)")))
+			n.exec.answer(j, handlerFailed("the handler ended its goroutine (runtime.Goexit)"))
 			n.exec.start(keyWork{pe, string(j.req.Key)})
 		}
 	}()
-	body, err := callHandler(ctx, h, req)
+	body, failed := callHandler(ctx, h, req)
 	ctx.returned.Store(true)
-	if err != nil {
+	if failed != nil {
 		lease.Release()
-		if revoked := context.Cause(lease.Context()); revoked != nil && (errors.Is(err, context.Canceled) || errors.Is(err, owner.ErrRevoked)) {
+		if revoked := context.Cause(lease.Context()); revoked != nil && failed.stopped {
 			// It stopped because its lease was revoked: nothing was
 			// written, and the call runs again at the new owner.
 			n.exec.answer(j, unavailable(revoked))
 			return
 		}
-		n.exec.answer(j, handlerFailed(err))
+		n.exec.answer(j, handlerFailed(failed.text))
 		return
 	}
 	if size := len(body) + len(st.value); size > n.cfg.MaxPayload {

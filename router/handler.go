@@ -3,9 +3,12 @@ package router
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"unicode/utf8"
+
+	"github.com/singlewriter/singlewriter/owner"
 )
 
 // maxHandlerError bounds the text of a handler's error that a call's
@@ -14,21 +17,35 @@ import (
 // send, and Call would run the handler again until its deadline.
 const maxHandlerError = 4 << 10
 
-// callHandler runs h, turning a panic into an error.
-func callHandler(ctx context.Context, h Handler, req *Request) (body []byte, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("handler panicked: %v", r)
-		}
-	}()
-	return h(ctx, req)
+// handlerFailure is how a handler failed: the text its call's response
+// carries, and whether it stopped on its ctx (its error matched
+// context.Canceled or owner.ErrRevoked).
+type handlerFailure struct {
+	text    string
+	stopped bool
 }
 
-// handlerFailed is the response of a call whose handler failed with err,
-// its text cut to maxHandlerError bytes (before a character that would
+// callHandler runs h and returns its body, or how it failed. A panic is a
+// failure, and so is one while its error is read, which happens here, under
+// the recover: a nil pointer of an error type whose methods dereference it
+// (returned where nil was meant) must fail its call, not crash the node.
+func callHandler(ctx context.Context, h Handler, req *Request) (body []byte, failed *handlerFailure) {
+	defer func() {
+		if r := recover(); r != nil {
+			body, failed = nil, &handlerFailure{text: fmt.Sprintf("handler panicked: %v", r)}
+		}
+	}()
+	body, err := h(ctx, req)
+	if err != nil {
+		return nil, &handlerFailure{text: fmt.Sprint(err), stopped: errors.Is(err, context.Canceled) || errors.Is(err, owner.ErrRevoked)}
+	}
+	return body, nil
+}
+
+// handlerFailed is the response of a call whose handler failed with the
+// error text, cut to maxHandlerError bytes (before a character that would
 // straddle the cut).
-func handlerFailed(err error) callResponse {
-	text := err.Error()
+func handlerFailed(text string) callResponse {
 	if len(text) > maxHandlerError {
 		cut := maxHandlerError
 		for i := 0; i < utf8.UTFMax-1 && !utf8.RuneStart(text[cut]); i++ {

@@ -100,6 +100,32 @@ func TestCtxOfAHandlerThatReturnedMarksNoCycle(t *testing.T) {
 // the text's bytes: 5,000 bytes that are no character's start (invalid
 // UTF-8, echoed from a payload, say) are cut at 4 KiB too.
 func TestHandlerErrorTextOfInvalidUTF8IsCut(t *testing.T) {
-	r := handlerFailed(errors.New(strings.Repeat("\x80", 5000)))
+	r := handlerFailed(strings.Repeat("\x80", 5000))
 	require.Equal(t, strings.Repeat("\x80", maxHandlerError-utf8.UTFMax+1)+"... (907 more bytes)", string(r.Body))
+}
+
+// brokenError is an error type whose methods dereference their receiver,
+// as many do: a nil one, returned where nil was meant, panics when read.
+type brokenError struct{ msg string }
+
+func (e *brokenError) Error() string { return e.msg }
+func (e *brokenError) Unwrap() error { return errors.New(e.msg) }
+
+// A handler that returns a nil *brokenError as its error (the typed-nil
+// mistake) fails its call with ErrHandler; reading that error must not
+// crash the node, which still serves the key afterwards.
+func TestHandlerReturningATypedNilErrorFailsItsCallOnly(t *testing.T) {
+	c := newReplicatedCluster(t, 1, 1, func(node *Node) {
+		node.Handle("inc", counter)
+		node.Handle("broken", func(context.Context, *Request) ([]byte, error) {
+			var err *brokenError
+			return nil, err
+		})
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := c.nodes[0].Call(ctx, []byte("a"), "broken", nil)
+	require.ErrorIs(t, err, ErrHandler)
+	_, err = c.nodes[0].Call(ctx, []byte("a"), "inc", nil)
+	require.NoError(t, err, "the node stopped serving after the handler's error")
 }

@@ -203,7 +203,7 @@ func (n *Node) start(ctx context.Context) error {
 	}
 	// Client and server share one frame limit: a request or a response that
 	// one end allows must not make the other drop the connection.
-	maxFrame := max(n.cfg.MaxPayload, owner.FetchPageBytes) + 64<<10
+	maxFrame := frameLimit(n.cfg.MaxPayload)
 	ccfg := rpc.ClientConfig{Hello: hello, Secret: n.cfg.SecretKey, Accept: checkHello, MaxFrame: maxFrame, Logger: n.cfg.Logger}
 	if n.cfg.Network != nil {
 		ccfg.Dial = n.cfg.Network.Dial
@@ -313,6 +313,14 @@ func (n *Node) bootstrap(ctx context.Context) (bool, error) {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// frameLimit is the largest RPC frame of nodes whose Config.MaxPayload is
+// maxPayload. The largest frame is a fetched page: its first entry may be
+// a key of store.MaxKeySize with a value of maxPayload, over the page's
+// budget, and the cursor of the next page repeats the key.
+func frameLimit(maxPayload int) int {
+	return max(maxPayload, owner.FetchPageBytes) + 2*store.MaxKeySize + 64<<10
 }
 
 // failureLeaveTimeout bounds how long a node whose store failed waits for
@@ -431,6 +439,9 @@ func (n *Node) Settled() bool { return n.ready.Load() && n.owner.Settled() }
 func (n *Node) Audit(p int) ([]store.AuditRecord, error) {
 	if n.isClosed() {
 		return nil, n.stopErr
+	}
+	if p < 0 || p >= n.cfg.Partitions {
+		return nil, fmt.Errorf("router: partition %d out of range [0,%d)", p, n.cfg.Partitions)
 	}
 	return n.store.Audit(p)
 }

@@ -1,10 +1,12 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
 
+	"github.com/singlewriter/singlewriter/internal/wire"
 	"github.com/singlewriter/singlewriter/owner"
 	"github.com/singlewriter/singlewriter/store"
 	"github.com/stretchr/testify/require"
@@ -32,7 +34,7 @@ func TestPageOfManySmallEntriesFitsTheFrame(t *testing.T) {
 	for {
 		entries, next, err := s.Export(1, pos, after, owner.FetchPageBytes)
 		require.NoError(t, err)
-		require.LessOrEqual(t, len(encodePage(entries, next)), owner.FetchPageBytes+64<<10)
+		require.LessOrEqual(t, wire.HeaderSize+len(encodePage(entries, next)), frameLimit(defaultMaxPayload))
 		pages++
 		if next == nil {
 			break
@@ -40,4 +42,30 @@ func TestPageOfManySmallEntriesFitsTheFrame(t *testing.T) {
 		after = next
 	}
 	require.Greater(t, pages, 1, "the partition spans several pages")
+}
+
+// A page's first entry goes on it however large, and the cursor of the
+// next page repeats its key: an entry of the longest key and the largest
+// value a call may write, followed by another, must still fit the frame,
+// or every sync of its partition fails and the partition is never served
+// again once its replica set changes.
+func TestPageOfTheLargestEntryFitsTheFrame(t *testing.T) {
+	s, err := store.Open(store.Config{Dir: t.TempDir(), NoSync: true})
+	require.NoError(t, err)
+	defer s.Close()
+	key := bytes.Repeat([]byte("k"), store.MaxKeySize)
+	batches := []*store.Batch{
+		{Partition: 1, Epoch: 1, Writes: []store.KV{{Key: key, Value: make([]byte, defaultMaxPayload)}}},
+		{Partition: 1, Epoch: 1, Writes: []store.KV{{Key: []byte("z"), Value: []byte{1}}}},
+	}
+	for _, b := range batches {
+		require.NoError(t, s.Commit(context.Background(), b))
+	}
+	m, err := s.Meta(1)
+	require.NoError(t, err)
+	entries, next, err := s.Export(1, m.Position, nil, owner.FetchPageBytes)
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	require.NotNil(t, next)
+	require.LessOrEqual(t, wire.HeaderSize+len(encodePage(entries, next)), frameLimit(defaultMaxPayload))
 }
