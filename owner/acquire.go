@@ -163,9 +163,14 @@ func (o *Owner) drive(prop *Proposer, resync bool) Outcome {
 	finished := make(chan struct{})
 	defer close(finished)
 	pending := 0
+	syncs := map[string]int{}  // Syncs on their way, by target
+	heard := map[string]bool{} // who answered a Prepare, an Accept or a Choose, if only with an error
 	send := func(msgs []Message) {
 		for _, m := range msgs {
 			pending++
+			if m.Sync != nil {
+				syncs[m.To]++
+			}
 			o.wg.Add(1)
 			go func() {
 				defer o.wg.Done()
@@ -177,8 +182,16 @@ func (o *Owner) drive(prop *Proposer, resync bool) Outcome {
 			}()
 		}
 	}
-	feed := func(r reply) {
+	count := func(r reply) {
 		pending--
+		if r.synced != nil {
+			syncs[r.from]--
+		} else {
+			heard[r.from] = true
+		}
+	}
+	feed := func(r reply) {
+		count(r)
 		switch {
 		case r.promise != nil:
 			send(prop.OnPromise(r.from, *r.promise))
@@ -222,30 +235,43 @@ func (o *Owner) drive(prop *Proposer, resync bool) Outcome {
 			return Outcome{Failed: true}
 		}
 	}
-	// Wait for the answers still on their way, mostly Syncs to replicas
-	// outside the majority: once the claim is announced, a replica refuses
-	// its Sync (it knows a final claim newer than the proposal's base), and
-	// its copy's source moves on with the owner's first write, so it lags
-	// until a resync. An owner taking a partition over waits at most half
-	// a RequestTimeout: nobody serves the partition meanwhile. A resync
-	// (the partition was served, and is drained for the attempt) waits for
+	// Wait for the Syncs still on their way, to replicas outside the
+	// majority: once the claim is announced, a replica refuses its Sync (it
+	// knows a final claim newer than the proposal's base), and its copy's
+	// source moves on with the owner's first write, so it lags until a
+	// resync. An owner taking a partition over waits at most half a
+	// RequestTimeout: nobody serves the partition meanwhile. A resync (the
+	// partition was served, and is drained for the attempt) waits for
 	// every copy that makes progress (each answer within RequestTimeout):
 	// one cut short would fail the same way at every resync, and the
 	// replica would never catch up. It gives its attempt slot back first,
 	// so that takeovers do not wait behind resyncs waiting for copies.
+	// Neither waits for the other answers, nor for a Sync to a replica of
+	// the base from which no other answer came back, not even an error: one
+	// that is paused, down or cut off would hold the partition unserved for
+	// a RequestTimeout, and its copy would make no progress either.
+	copying := func() bool {
+		for to, n := range syncs {
+			if n > 0 && (heard[to] || !slices.Contains(prop.base.Replicas, to)) {
+				return true
+			}
+		}
+		return false
+	}
 	var bound <-chan time.Time
 	switch {
 	case !resync:
 		t := time.NewTimer(o.cfg.RequestTimeout / 2)
 		defer t.Stop()
 		bound = t.C
-	case pending > 0:
+	case copying():
 		o.parts[prop.p].yieldSlot()
 	}
 drain:
-	for ; pending > 0; pending-- {
+	for copying() {
 		select {
-		case <-replies:
+		case r := <-replies:
+			count(r)
 		case <-bound:
 			break drain
 		case <-o.ctx.Done():
@@ -325,15 +351,27 @@ func (o *Owner) deliver(m Message) reply {
 }
 
 // announce acts on claim c of partition p, chosen and made final by this
-// node: it tells c's owner and replicas and the base's replicas that it is
-// final, gossips it, and serves it if it is ours.
+// node: it records it as final here, tells c's owner and replicas and the
+// base's replicas that it is (in the background: a paused one must not
+// hold the partition unserved for a RequestTimeout, and gossip carries the
+// claim too), gossips it, and serves it if it is ours.
 func (o *Owner) announce(p int, base, c store.Claim) error {
 	final := Choose{P: p, Claim: c, Final: true}
-	told := append(append([]string{o.cfg.Self}, base.Replicas...), c.Replicas...)
+	if _, err := o.HandleChoose(o.ctx, final); err != nil {
+		o.cfg.Logger.Debug("recording a final claim failed", "partition", p, "err", err)
+	}
+	told := append(slices.Clone(base.Replicas), c.Replicas...)
 	for _, r := range slices.Compact(slices.Sorted(slices.Values(told))) {
-		if _, err := o.choose(o.ctx, r, final); err != nil {
-			o.cfg.Logger.Debug("telling a final claim failed; gossip carries it too", "to", r, "partition", p, "err", err)
+		if r == o.cfg.Self {
+			continue
 		}
+		o.wg.Add(1)
+		go func() {
+			defer o.wg.Done()
+			if _, err := o.choose(o.ctx, r, final); err != nil {
+				o.cfg.Logger.Debug("telling a final claim failed; gossip carries it too", "to", r, "partition", p, "err", err)
+			}
+		}()
 	}
 	if o.ring != nil {
 		o.ring.Broadcast(o.claims.Encode(p))
