@@ -122,3 +122,28 @@ func TestCloseDoesNotWaitForADialToASeedThatDropsPackets(t *testing.T) {
 	go func() { closed <- b.Close() }()
 	require.NoError(t, returnsSoon(t, "Close", closed))
 }
+
+// A change of this node's metadata (SetLeaving, SetClusterID) and
+// PushState do not wait for a reconnect round's dial to a seed that drops
+// packets, which holds the lock they take: SetLeaving would overrun the
+// timeout Leave gives it by seconds per such seed.
+func TestStateChangesDoNotWaitForADialToASeedThatDropsPackets(t *testing.T) {
+	addr, port := blackhole(t)
+	a := start(t, lanConfig("a"))
+	b, err := New(lanConfig("b", a.GossipAddr(), addr))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, b.Close()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	require.NoError(t, b.Join(ctx))
+
+	waitDialing(t, port, 10*time.Second) // a reconnect round
+	leaving := make(chan error, 1)
+	go func() { leaving <- b.SetLeaving(time.Second) }()
+	require.NoError(t, returnsSoon(t, "SetLeaving", leaving))
+
+	waitDialing(t, port, 10*time.Second) // the next round
+	pushed := make(chan error, 1)
+	go func() { b.PushState(); pushed <- nil }()
+	require.NoError(t, returnsSoon(t, "PushState", pushed))
+}

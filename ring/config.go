@@ -3,6 +3,7 @@ package ring
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -113,6 +114,17 @@ func (cfg Config) meta() nodeMeta {
 	return nodeMeta{RPCAddr: cfg.RPCAddr, Fingerprint: cfg.Fingerprint, ClusterID: cfg.ClusterID, Founder: cfg.Founder}
 }
 
+// Validate returns the error New would return for cfg's values (wrapping
+// ErrInvalidConfig, naming the offending field and value), without
+// starting anything.
+func (cfg Config) Validate() error {
+	_, err := cfg.validate()
+	return err
+}
+
+// maxMetaInt is the largest number a node's metadata carries.
+const maxMetaInt = 1<<31 - 1
+
 // validate returns cfg with defaults filled in, or an error wrapping
 // ErrInvalidConfig that names the offending field and value.
 func (cfg Config) validate() (Config, error) {
@@ -128,18 +140,25 @@ func (cfg Config) validate() (Config, error) {
 	if cfg.AdvertisePort < 0 || cfg.AdvertisePort > 65535 {
 		return bad("AdvertisePort %d is outside 0..65535", cfg.AdvertisePort)
 	}
+	// memberlist binds every interface for a host name and advertises
+	// the unspecified address, which sends the others to themselves.
+	for _, a := range []struct{ field, addr string }{{"BindAddr", cfg.BindAddr}, {"AdvertiseAddr", cfg.AdvertiseAddr}} {
+		if a.addr != "" && net.ParseIP(a.addr) == nil {
+			return bad("%s %q is not an IP address", a.field, a.addr)
+		}
+	}
 	fp := &cfg.Fingerprint
 	if fp.Partitions == 0 {
 		fp.Partitions = DefaultPartitions
 	}
-	if fp.Partitions < 0 {
-		return bad("Fingerprint.Partitions %d is negative", fp.Partitions)
+	if fp.Partitions < 0 || fp.Partitions > maxMetaInt {
+		return bad("Fingerprint.Partitions %d is outside 1..%d", fp.Partitions, maxMetaInt)
 	}
-	if fp.RF < 1 {
-		return bad("Fingerprint.RF %d is below 1", fp.RF)
+	if fp.RF < 1 || fp.RF > maxMetaInt {
+		return bad("Fingerprint.RF %d is outside 1..%d", fp.RF, maxMetaInt)
 	}
-	if fp.Protocol < 0 {
-		return bad("Fingerprint.Protocol %d is negative", fp.Protocol)
+	if fp.Protocol < 0 || fp.Protocol > maxMetaInt {
+		return bad("Fingerprint.Protocol %d is outside 0..%d", fp.Protocol, maxMetaInt)
 	}
 	if fp.PlacementVersion == 0 {
 		fp.PlacementVersion = PlacementVersion

@@ -24,6 +24,11 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 		{func(c *Config) { c.SecretKey = []byte("short") }, "SecretKey is 5 bytes"},
 		{func(c *Config) { c.Preset = "wan" }, `Preset "wan"`},
 		{func(c *Config) { c.PushPullInterval = -1 }, "PushPullInterval -1ns"},
+		{func(c *Config) { c.BindAddr = "localhost" }, `BindAddr "localhost" is not an IP address`},
+		{func(c *Config) { c.AdvertiseAddr = "node1.example" }, `AdvertiseAddr "node1.example" is not an IP address`},
+		{func(c *Config) { c.Fingerprint.RF = 1 << 31 }, "Fingerprint.RF 2147483648"},
+		{func(c *Config) { c.Fingerprint.Protocol = 1 << 31 }, "Fingerprint.Protocol 2147483648"},
+		{func(c *Config) { c.Fingerprint.Partitions = 1 << 31 }, "Fingerprint.Partitions 2147483648"},
 	} {
 		cfg := valid
 		tc.mutate(&cfg)

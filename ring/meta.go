@@ -150,7 +150,7 @@ func (d *metaDecoder) uvarint() uint64 {
 // int reads a uvarint that must fit an int32, which every count here does.
 func (d *metaDecoder) int() int {
 	v := d.uvarint()
-	if v > 1<<31-1 {
+	if v > maxMetaInt {
 		d.err = errBadMeta
 		return 0
 	}

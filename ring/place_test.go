@@ -136,3 +136,23 @@ func TestTableMember(t *testing.T) {
 	_, ok = tbl.Member("node-09")
 	assert.False(t, ok)
 }
+
+// Nodes of different builds must place partitions alike, or two of them
+// would each see itself as a partition's owner. Place's result for a fixed
+// membership, and the partitions of a few keys, are pinned here: a change of consistent's algorithm or
+// defaults, of the hashing, or of Place itself that moves any partition
+// fails this test, and must come with a new PlacementVersion (nodes of
+// another version are refused at join).
+func TestPlacementOfThisVersionIsPinned(t *testing.T) {
+	require.Equal(t, 1, PlacementVersion, "a new version pins its own placement here")
+	var sums []uint64
+	for _, n := range []int{1, 3, 5, 8} {
+		sums = append(sums, Place(members(n), DefaultPartitions, 3).Checksum)
+	}
+	require.Equal(t, []uint64{0x4ee723c1a8239423, 0x172c556dea92ebb, 0x89e146ef663ceb8f, 0x567e10e08ff30f02}, sums)
+	var parts []int
+	for _, key := range []string{"a", "user:42", "user:7"} {
+		parts = append(parts, Partition([]byte(key), DefaultPartitions))
+	}
+	require.Equal(t, []int{122, 195, 264}, parts, "keys map to other partitions")
+}

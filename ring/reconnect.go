@@ -39,7 +39,8 @@ func (r *Ring) reconnect() {
 // resolves them first, then holds lifeMu so that it never joins during or
 // after Leave or Close, and skips the round if lifeMu is taken: Close holds
 // lifeMu while it waits for this goroutine to exit, so waiting for lifeMu
-// here would deadlock.
+// here would deadlock. It skips it too, or ends its dials, for a caller of
+// lockLife.
 func (r *Ring) rejoinMissingSeeds() {
 	live := map[string]bool{}
 	for _, m := range r.hooks.liveMembers() {
@@ -57,8 +58,15 @@ func (r *Ring) rejoinMissingSeeds() {
 		return
 	}
 	defer r.lifeMu.Unlock()
-	if r.closed {
+	ctx, abort := context.WithCancel(context.Background())
+	defer abort()
+	r.rejoinAbort.Store(&abort)
+	defer r.rejoinAbort.Store(nil)
+	if r.closed || r.lifeWaiters.Load() > 0 {
 		return
+	}
+	if r.dials != nil {
+		defer r.dials.joining(ctx)()
 	}
 	if n, err := r.ml.Join(missing); n > 0 {
 		r.logger.Info("ring: re-joined seeds missing from the member list", "seeds", missing, "reached", n)
@@ -73,7 +81,7 @@ func (r *Ring) rejoinMissingSeeds() {
 // claims do. Like rejoinMissingSeeds it joins members, which is harmless,
 // and does nothing during or after Leave or Close.
 func (r *Ring) PushState() {
-	r.lifeMu.Lock()
+	r.lockLife()
 	defer r.lifeMu.Unlock()
 	if r.closed {
 		return

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -66,6 +67,25 @@ type Ring struct {
 	// memberlist's Leave never runs after its Shutdown (it panics).
 	lifeMu sync.Mutex
 	closed bool
+	// lifeWaiters counts the callers of lockLife waiting for lifeMu, and
+	// rejoinAbort ends the dials of the reconnect round that holds it, if
+	// any (see lockLife).
+	lifeWaiters atomic.Int32
+	rejoinAbort atomic.Pointer[context.CancelFunc]
+}
+
+// lockLife takes lifeMu for a change of this node's state, first ending a
+// reconnect round that holds it: the round's dials of a seed that drops
+// packets would hold it for memberlist's TCPTimeout per seed (10 s with
+// PresetLAN), past the caller's own timeout. Either the round sees the
+// waiter before it dials, or the waiter sees the round's abort.
+func (r *Ring) lockLife() {
+	r.lifeWaiters.Add(1)
+	defer r.lifeWaiters.Add(-1)
+	if abort := r.rejoinAbort.Load(); abort != nil {
+		(*abort)()
+	}
+	r.lifeMu.Lock()
 }
 
 // New validates cfg, starts memberlist's listeners and the table goroutine,
@@ -124,11 +144,15 @@ func New(cfg Config) (*Ring, error) {
 }
 
 // Join contacts the seeds and merges their cluster's state, retrying with
-// backoff (50ms doubling to 2s) until at least one seed answers or ctx ends.
-// Without seeds it returns nil at once: this node starts a cluster. It
-// returns an error wrapping ErrIncompatible, without retrying, if a seed's
-// cluster has another Fingerprint.
+// backoff (50ms doubling to 2s) until this node sees another member (a
+// seed answered, or a node joined it meanwhile) or ctx ends. A seed that
+// is this node's own gossip address does not count: memberlist answers
+// its own join, which would make a node whose other seeds are down start
+// alone. Without other seeds it returns nil at once: this node starts a
+// cluster. It returns an error wrapping ErrIncompatible, without retrying,
+// if a seed's cluster has another Fingerprint.
 func (r *Ring) Join(ctx context.Context) error {
+	seeds := r.otherSeeds()
 	backoff := joinBackoffMin
 	for {
 		select {
@@ -136,12 +160,12 @@ func (r *Ring) Join(ctx context.Context) error {
 			return ErrClosed
 		default:
 		}
-		if len(r.cfg.Seeds) == 0 {
+		if len(seeds) == 0 {
 			return nil
 		}
 		refused := r.hooks.refusals.Load()
-		n, err := r.joinSeeds(ctx)
-		if n > 0 {
+		n, err := r.joinSeeds(ctx, seeds)
+		if r.ml.NumMembers() > 1 {
 			r.logger.Debug("ring: joined", "node", r.cfg.Name, "seeds_reached", n)
 			r.startReconnect()
 			return nil
@@ -168,12 +192,24 @@ func (r *Ring) Join(ctx context.Context) error {
 	}
 }
 
-// joinSeeds has memberlist join the seeds, its dials ending with ctx.
-func (r *Ring) joinSeeds(ctx context.Context) (int, error) {
+// joinSeeds has memberlist join seeds, its dials ending with ctx.
+func (r *Ring) joinSeeds(ctx context.Context, seeds []string) (int, error) {
 	if r.dials != nil {
 		defer r.dials.joining(ctx)()
 	}
-	return r.ml.Join(r.cfg.Seeds)
+	return r.ml.Join(seeds)
+}
+
+// otherSeeds returns the seeds that are not this node's own gossip
+// address (by name, those that resolve to it).
+func (r *Ring) otherSeeds() []string {
+	var others []string
+	for _, s := range r.cfg.Seeds {
+		if !slices.Contains(r.resolveSeed(s), r.gossip) {
+			others = append(others, s)
+		}
+	}
+	return others
 }
 
 // startReconnect starts the reconnect goroutine unless the ring is
@@ -262,7 +298,7 @@ func (r *Ring) SetLeaving(timeout time.Duration) error {
 // updateSelf applies change to this node's metadata and, if that changed
 // it, rebuilds the table and gossips the new metadata within timeout.
 func (r *Ring) updateSelf(timeout time.Duration, change func(*nodeMeta) error) error {
-	r.lifeMu.Lock()
+	r.lockLife()
 	defer r.lifeMu.Unlock()
 	if r.closed {
 		return ErrClosed

@@ -204,6 +204,29 @@ func TestJoinUnreachableSeedEndsWithContext(t *testing.T) {
 	assert.Contains(t, err.Error(), addr)
 }
 
+// A seed list may name this node itself, as one list shared by every node
+// does. memberlist answers a node's join of itself; that answer must not
+// count, or a node whose other seeds are down would start alone (and a
+// Bootstrap node would create a second cluster). A list of itself alone is
+// no seed at all.
+func TestJoinDoesNotCountThisNodeAsASeed(t *testing.T) {
+	gone, err := New(testConfig("gone"))
+	require.NoError(t, err)
+	addr := gone.GossipAddr()
+	require.NoError(t, gone.Close())
+
+	r, err := New(testConfig("a"))
+	require.NoError(t, err)
+	defer r.Close()
+	r.cfg.Seeds = []string{r.GossipAddr(), addr}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, r.Join(ctx), context.DeadlineExceeded)
+
+	r.cfg.Seeds = []string{r.GossipAddr()}
+	require.NoError(t, r.Join(context.Background()))
+}
+
 func TestCloseStopsEverything(t *testing.T) {
 	rs := startCluster(t, 2)
 	waitTable(t, rs[0], 10*time.Second, "a, b", hasMembers("a", "b"))

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/singlewriter/singlewriter/ring"
@@ -40,7 +41,9 @@ type Config struct {
 	// one process may open it at a time.
 	DataDir string
 	// GossipAddr is the host:port memberlist binds for gossip (UDP and
-	// TCP). Zero means "127.0.0.1:0": loopback, a free port.
+	// TCP). Its host must be an IP address (empty: every interface, and
+	// the others are told a private address of this host). Zero means
+	// "127.0.0.1:0": loopback, a free port.
 	GossipAddr string
 	// RPCAddr is the host:port the node listens on for calls and protocol
 	// messages, and the address the other nodes are told to dial, so its
@@ -173,7 +176,11 @@ func (c *Config) validate() error {
 	if c.RPCAddr == "" {
 		c.RPCAddr = "127.0.0.1:0"
 	}
-	if _, _, err := net.SplitHostPort(c.GossipAddr); err != nil {
+	_, port, err := net.SplitHostPort(c.GossipAddr)
+	if err == nil {
+		_, err = strconv.ParseUint(port, 10, 16)
+	}
+	if err != nil {
 		return fmt.Errorf("router: Config.GossipAddr %q: %w", c.GossipAddr, err)
 	}
 	host, _, err := net.SplitHostPort(c.RPCAddr)
@@ -232,5 +239,33 @@ func (c *Config) validate() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if err := c.gossipConfig().Validate(); err != nil {
+		return fmt.Errorf("router: Config.GossipAddr, Config.GossipPreset, Config.SecretKey or Config.Cluster: %w", err)
+	}
 	return nil
+}
+
+// fingerprint is what two nodes must share to talk. MaxPayload is in it:
+// a result one node commits must fit the frames of the node that called.
+func (c *Config) fingerprint() ring.Fingerprint {
+	return ring.Fingerprint{
+		Cluster: c.Cluster, Partitions: c.Partitions, RF: c.ReplicationFactor,
+		PlacementVersion: placementVersion, Protocol: protocolVersion,
+		Settings: fmt.Sprintf("max-payload=%d", c.MaxPayload),
+	}
+}
+
+// gossipConfig is the ring's configuration as far as a validated c gives
+// it: Start adds the RPC address it listens on, the cluster ID, the
+// delegate and, with Config.Network, the transport. Until then RPCAddr is
+// the configured one.
+func (c *Config) gossipConfig() ring.Config {
+	host, port, _ := net.SplitHostPort(c.GossipAddr)
+	bindPort, _ := strconv.Atoi(port)
+	return ring.Config{
+		Name: c.Name, BindAddr: host, BindPort: bindPort, RPCAddr: c.RPCAddr,
+		Fingerprint: c.fingerprint(), Founder: c.Bootstrap, Seeds: c.Seeds,
+		SecretKey: c.SecretKey, Preset: c.GossipPreset, PushPullInterval: c.PushPullInterval,
+		Logger: c.Logger,
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,6 +34,12 @@ func TestConfigOutOfRangeIsRefused(t *testing.T) {
 		{"DedupRetention", func(c *Config) { c.DedupRetention = -time.Second }},
 		{"PushPullInterval", func(c *Config) { c.PushPullInterval = -time.Second }},
 		{"TLS", func(c *Config) { c.TLS = &tls.Config{} }},
+		{"GossipAddr", func(c *Config) { c.GossipAddr = "localhost:0" }},
+		{"GossipAddr", func(c *Config) { c.GossipAddr = "127.0.0.1:port" }},
+		{"GossipAddr", func(c *Config) { c.GossipAddr = "127.0.0.1:70000" }},
+		{"GossipPreset", func(c *Config) { c.GossipPreset = "wan" }},
+		{"SecretKey", func(c *Config) { c.SecretKey = []byte("short") }},
+		{"Cluster", func(c *Config) { c.Cluster = strings.Repeat("c", 600) }},
 	} {
 		cfg := Config{Name: "n0", DataDir: filepath.Join(t.TempDir(), "n0")}
 		tc.set(&cfg)

@@ -359,7 +359,7 @@ func newCountingPair(t *testing.T, setup func(n *Node)) (*testCluster, []byte, *
 func callAsOutsider(n *Node, key []byte, dial func(context.Context, string) (net.Conn, error)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	outsider := rpc.NewClient(rpc.ClientConfig{Hello: rpc.Hello{Cluster: fmt.Sprintf("%+v", n.fingerprint()), Node: "outsider"}, Dial: dial})
+	outsider := rpc.NewClient(rpc.ClientConfig{Hello: rpc.Hello{Cluster: fmt.Sprintf("%+v", n.cfg.fingerprint()), Node: "outsider"}, Dial: dial})
 	defer outsider.Close()
 	req := callRequest{ID: newRequestID(time.Now()), Key: key, Method: "inc"}
 	_, err := outsider.Call(ctx, n.server.Addr().String(), msgCall, req.encode())

@@ -32,7 +32,7 @@ func TestMessageForANodeIsNotAnsweredByAnother(t *testing.T) {
 	var misdelivered atomic.Int64
 	impostor, err := rpc.Serve(rpc.ServerConfig{
 		Listener: ln,
-		Hello:    rpc.Hello{Cluster: fmt.Sprintf("%+v", n0.fingerprint()), Node: "impostor"},
+		Hello:    rpc.Hello{Cluster: fmt.Sprintf("%+v", n0.cfg.fingerprint()), Node: "impostor"},
 		Handler: func(context.Context, uint8, []byte) ([]byte, error) {
 			misdelivered.Add(1)
 			return nil, errors.New("impostor")

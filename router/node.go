@@ -6,12 +6,9 @@ import (
 	"fmt"
 	"net"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/hashicorp/memberlist"
 
 	"github.com/singlewriter/singlewriter/internal/rpc"
 	"github.com/singlewriter/singlewriter/owner"
@@ -136,16 +133,6 @@ func (n *Node) handler(method string) Handler {
 	return n.handlers[method]
 }
 
-// fingerprint is what two nodes must share to talk. MaxPayload is in it:
-// a result one node commits must fit the frames of the node that called.
-func (n *Node) fingerprint() ring.Fingerprint {
-	return ring.Fingerprint{
-		Cluster: n.cfg.Cluster, Partitions: n.cfg.Partitions, RF: n.cfg.ReplicationFactor,
-		PlacementVersion: placementVersion, Protocol: protocolVersion,
-		Settings: fmt.Sprintf("max-payload=%d", n.cfg.MaxPayload),
-	}
-}
-
 // Start listens for RPCs, joins the gossip through the seeds (until ctx
 // ends) and begins serving and acquiring partitions.
 //
@@ -187,7 +174,7 @@ func (n *Node) start(ctx context.Context) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	defer context.AfterFunc(n.ctx, stop)()
-	hello := rpc.Hello{Cluster: fmt.Sprintf("%+v", n.fingerprint()), Node: n.cfg.Name, ClusterID: n.owner.Claims().Cluster()}
+	hello := rpc.Hello{Cluster: fmt.Sprintf("%+v", n.cfg.fingerprint()), Node: n.cfg.Name, ClusterID: n.owner.Claims().Cluster()}
 	checkHello := func(h rpc.Hello) error {
 		if h.Cluster != hello.Cluster {
 			return fmt.Errorf("router: peer %q is of cluster %s, we are %s", h.Node, h.Cluster, hello.Cluster)
@@ -212,30 +199,18 @@ func (n *Node) start(ctx context.Context) error {
 		ccfg.Dial = dialTLS(ccfg.Dial, n.cfg.TLS)
 	}
 	n.client = rpc.NewClient(ccfg)
-	host, portStr, _ := net.SplitHostPort(n.cfg.GossipAddr)
-	port, err := strconv.Atoi(portStr)
-	if err != nil {
-		ln.Close()
-		return fmt.Errorf("router: Config.GossipAddr port %q: %w", portStr, err)
-	}
-	var gossip memberlist.NodeAwareTransport
+	rc := n.cfg.gossipConfig()
 	if n.cfg.Network != nil {
-		if gossip, err = n.cfg.Network.Gossip(host, port); err != nil {
+		if rc.Transport, err = n.cfg.Network.Gossip(rc.BindAddr, rc.BindPort); err != nil {
 			ln.Close()
 			return fmt.Errorf("router: gossip transport on %s: %w", n.cfg.GossipAddr, err)
 		}
 	}
-	n.ring, err = ring.New(ring.Config{
-		Name: n.cfg.Name, BindAddr: host, BindPort: port, Transport: gossip,
-		RPCAddr: ln.Addr().String(), Fingerprint: n.fingerprint(),
-		ClusterID: n.owner.Claims().Cluster(), Founder: n.cfg.Bootstrap,
-		Seeds: n.cfg.Seeds, Delegate: n.owner, SecretKey: n.cfg.SecretKey,
-		Preset: n.cfg.GossipPreset, PushPullInterval: n.cfg.PushPullInterval,
-		Logger: n.cfg.Logger,
-	})
+	rc.RPCAddr, rc.ClusterID, rc.Delegate = ln.Addr().String(), n.owner.Claims().Cluster(), n.owner
+	n.ring, err = ring.New(rc)
 	if err != nil {
-		if gossip != nil {
-			gossip.Shutdown()
+		if rc.Transport != nil {
+			rc.Transport.Shutdown()
 		}
 		ln.Close()
 		return err

@@ -61,7 +61,7 @@ func TestNodeAnswersNoRPCBeforeItsRingExists(t *testing.T) {
 	_, err = n.Call(ctx, []byte("k"), "no-such-method", nil)
 	require.ErrorIs(t, err, ErrClosed)
 
-	peer := rpc.NewClient(rpc.ClientConfig{Hello: rpc.Hello{Cluster: fmt.Sprintf("%+v", n.fingerprint()), Node: "peer"}})
+	peer := rpc.NewClient(rpc.ClientConfig{Hello: rpc.Hello{Cluster: fmt.Sprintf("%+v", n.cfg.fingerprint()), Node: "peer"}})
 	defer peer.Close()
 	call := callRequest{ID: []byte("id"), Key: []byte("k"), Method: "no-such-method"}.encode()
 	early, cancelEarly := context.WithTimeout(ctx, 300*time.Millisecond)
