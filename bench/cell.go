@@ -35,26 +35,34 @@ type result struct {
 	// (floor.routed, for information), probed just before a single-client
 	// cell of a target row: the disk's speed drifts between the run's
 	// first probe and the cell.
-	FloorUs           float64 `json:"floor_us,omitempty"`
+	FloorUs float64 `json:"floor_us,omitempty"`
+	// ForwardedP50 is the p50 of the acknowledged calls that entered at a
+	// node other than their key's owner, for systems that say so
+	// (forwarder): the single-client target is about those.
+	ForwardedP50      float64 `json:"forwarded_p50_us,omitempty"`
 	ReplicatedFloorUs float64 `json:"replicated_floor_us,omitempty"`
 	RoutedProbeUs     float64 `json:"routed_probe_us,omitempty"`
 }
 
 // tally is what one client measured.
 type tally struct {
-	hist     *hdrhistogram.Histogram
-	acked    ledger
-	errors   uint64
-	firstErr error
+	hist *hdrhistogram.Histogram
+	// forwarded holds the latencies of the calls a forwarder forwarded.
+	forwarded *hdrhistogram.Histogram
+	acked     ledger
+	errors    uint64
+	firstErr  error
 }
 
 func newTally() *tally {
 	// Microseconds, from 1µs to 2 minutes, 3 significant digits.
-	return &tally{hist: hdrhistogram.New(1, 120_000_000, 3), acked: ledger{}}
+	return &tally{hist: newHistogram(), forwarded: newHistogram(), acked: ledger{}}
 }
 
+func newHistogram() *hdrhistogram.Histogram { return hdrhistogram.New(1, 120_000_000, 3) }
+
 // record accounts for one increment of key index i.
-func (t *tally) record(i uint64, took time.Duration, err error) {
+func (t *tally) record(i uint64, took time.Duration, forwarded bool, err error) {
 	if err != nil {
 		t.errors++
 		if t.firstErr == nil {
@@ -64,6 +72,9 @@ func (t *tally) record(i uint64, took time.Duration, err error) {
 	}
 	t.acked.ack(i)
 	t.hist.RecordValue(max(1, took.Microseconds()))
+	if forwarded {
+		t.forwarded.RecordValue(max(1, took.Microseconds()))
+	}
 }
 
 // cell describes one measurement.
@@ -106,7 +117,8 @@ func runCell(ctx context.Context, sys System, c cell) (result, error) {
 				octx, cancel := context.WithTimeout(ctx, c.timeout)
 				t0 := time.Now()
 				err := cli.Incr(octx, key(c.id, i), 0)
-				t.record(i, time.Since(t0), err)
+				fw, ok := cli.(forwarder)
+				t.record(i, time.Since(t0), ok && fw.Forwarded(), err)
 				cancel()
 			}
 		})
@@ -124,6 +136,7 @@ func summarize(ctx context.Context, sys System, id uint16, tallies []*tally, ela
 	all := newTally()
 	for _, t := range tallies {
 		all.hist.Merge(t.hist)
+		all.forwarded.Merge(t.forwarded)
 		all.acked.merge(t.acked)
 		all.errors += t.errors
 		if all.firstErr == nil {
@@ -151,6 +164,9 @@ func summarize(ctx context.Context, sys System, id uint16, tallies []*tally, ela
 		Acked:       uint64(all.hist.TotalCount()),
 		Errors:      all.errors,
 		Unacked:     extra,
+	}
+	if all.forwarded.TotalCount() > 0 {
+		r.ForwardedP50 = float64(all.forwarded.ValueAtQuantile(50))
 	}
 	if all.firstErr != nil {
 		r.FirstError = all.firstErr.Error()

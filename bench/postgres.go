@@ -132,25 +132,28 @@ func (c *pgClient) Incr(ctx context.Context, key []byte, pause time.Duration) er
 		}
 		defer c.reconnect(ctx)
 	}
-	tx, err := c.conn.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(context.Background())
+	// Two round trips, as a client that pipelines would make them: BEGIN
+	// with the locking read, the write with COMMIT. The lock is held for
+	// one round trip and the commit.
 	var n int64
 	var pad []byte
-	if err := tx.QueryRow(ctx, `SELECT n, pad FROM kv WHERE k = $1 FOR UPDATE`, key).Scan(&n, &pad); err != nil {
-		return err
+	lock := &pgx.Batch{}
+	lock.Queue(`BEGIN`)
+	lock.Queue(`SELECT n, pad FROM kv WHERE k = $1 FOR UPDATE`, key).QueryRow(func(row pgx.Row) error { return row.Scan(&n, &pad) })
+	err := c.conn.SendBatch(ctx, lock).Close()
+	if err == nil && pause > 0 {
+		err = sleepCtx(ctx, pause)
 	}
-	if pause > 0 {
-		if err := sleepCtx(ctx, pause); err != nil {
-			return err
-		}
+	if err == nil {
+		write := &pgx.Batch{}
+		write.Queue(`UPDATE kv SET n = $2, pad = $3 WHERE k = $1`, key, n+1, pad)
+		write.Queue(`COMMIT`)
+		err = c.conn.SendBatch(ctx, write).Close()
 	}
-	if _, err := tx.Exec(ctx, `UPDATE kv SET n = $2, pad = $3 WHERE k = $1`, key, n+1, pad); err != nil {
-		return err
+	if err != nil && !c.conn.IsClosed() {
+		_, _ = c.conn.Exec(context.Background(), `ROLLBACK`)
 	}
-	return tx.Commit(ctx)
+	return err
 }
 
 // reconnect replaces the connection after a pause: the server may have

@@ -153,13 +153,17 @@ func (c *swCluster) Values(ctx context.Context, keys [][]byte) ([]uint64, error)
 type swClient struct {
 	c *swCluster
 	r *rand.Rand
+	// forwarded says whether the last Incr entered at a node other than
+	// its key's owner.
+	forwarded bool
 }
 
 func (s *swClient) Incr(ctx context.Context, key []byte, pause time.Duration) error {
-	n := s.c.nodes[s.r.IntN(len(s.c.nodes))]
+	n, owner := s.c.nodes[s.r.IntN(len(s.c.nodes))], s.c.owner(key)
 	if s.c.ownerAware {
-		n = s.c.owner(key)
+		n = owner
 	}
+	s.forwarded = n != owner
 	var payload []byte
 	if pause > 0 {
 		payload = binary.BigEndian.AppendUint64(nil, uint64(pause))
@@ -167,5 +171,8 @@ func (s *swClient) Incr(ctx context.Context, key []byte, pause time.Duration) er
 	_, err := n.Call(ctx, key, methodIncr, payload)
 	return err
 }
+
+// Forwarded implements forwarder.
+func (s *swClient) Forwarded() bool { return s.forwarded }
 
 func (s *swClient) Close() error { return nil }

@@ -39,6 +39,13 @@ type Client interface {
 	Close() error
 }
 
+// forwarder is implemented by clients that enter a cluster at one of its
+// nodes: Forwarded reports whether the last Incr entered at a node other
+// than its key's owner.
+type forwarder interface {
+	Forwarded() bool
+}
+
 // preparer is implemented by systems that must create a workload's rows
 // before they can be locked (a row lock needs a row).
 type preparer interface {
