@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/singlewriter/singlewriter/internal/rpc"
 	"github.com/singlewriter/singlewriter/ring"
 	"github.com/singlewriter/singlewriter/store"
 )
@@ -63,6 +64,27 @@ func TestNodeOnAnotherClustersDataDirIsRefused(t *testing.T) {
 		v, err := x.nodes[0].Call(ctx, k, "inc", nil)
 		require.NoError(t, err)
 		require.Equal(t, uint64(4), binary.BigEndian.Uint64(v), "key %s", k)
+	}
+}
+
+// A node's RPC connections carry the cluster ID it has now, not the one
+// it had when it started serving: nodes that created their clusters in
+// this Start, with the same cluster name, refuse each other's connections
+// both ways (an RPC could otherwise teach one cluster's claims to the
+// other, or run a call there).
+func TestRPCBetweenClustersCreatedInThisStartIsRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	x := newTestCluster(t, 1, nil).nodes[0]
+	y := newTestCluster(t, 1, nil).nodes[0]
+	require.NotEqual(t, x.owner.Claims().Cluster(), y.owner.Claims().Cluster())
+	for _, pair := range [][2]*Node{{x, y}, {y, x}} {
+		from, to := pair[0], pair[1]
+		addr, err := to.rpcAddr(to.cfg.Name)
+		require.NoError(t, err)
+		_, err = from.client.Call(ctx, addr, msgCall, callRequest{Key: []byte("k"), Method: "inc"}.encode())
+		require.ErrorIs(t, err, rpc.ErrRefused)
+		require.ErrorContains(t, err, "cluster ID")
 	}
 }
 

@@ -174,7 +174,9 @@ func (n *Node) start(ctx context.Context) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	defer context.AfterFunc(n.ctx, stop)()
-	hello := rpc.Hello{Cluster: fmt.Sprintf("%+v", n.cfg.fingerprint()), Node: n.cfg.Name, ClusterID: n.owner.Claims().Cluster()}
+	// The cluster ID goes in each handshake's Hello (rpc's ClusterID): a
+	// node that creates or joins its cluster in this Start has none yet.
+	hello := rpc.Hello{Cluster: fmt.Sprintf("%+v", n.cfg.fingerprint()), Node: n.cfg.Name}
 	checkHello := func(h rpc.Hello) error {
 		if h.Cluster != hello.Cluster {
 			return fmt.Errorf("router: peer %q is of cluster %s, we are %s", h.Node, h.Cluster, hello.Cluster)
@@ -191,7 +193,8 @@ func (n *Node) start(ctx context.Context) error {
 	// Client and server share one frame limit: a request or a response that
 	// one end allows must not make the other drop the connection.
 	maxFrame := frameLimit(n.cfg.MaxPayload)
-	ccfg := rpc.ClientConfig{Hello: hello, Secret: n.cfg.SecretKey, Accept: checkHello, MaxFrame: maxFrame, Logger: n.cfg.Logger}
+	clusterID := n.owner.Claims().Cluster
+	ccfg := rpc.ClientConfig{Hello: hello, ClusterID: clusterID, Secret: n.cfg.SecretKey, Accept: checkHello, MaxFrame: maxFrame, Logger: n.cfg.Logger}
 	if n.cfg.Network != nil {
 		ccfg.Dial = n.cfg.Network.Dial
 	}
@@ -220,7 +223,7 @@ func (n *Node) start(ctx context.Context) error {
 	// Serve only now: every handler needs the ring, and a restarted node's
 	// peers, which still know its address, may call it at once.
 	n.server, err = rpc.Serve(rpc.ServerConfig{
-		Listener: ln, Handler: n.serve, Hello: hello, Secret: n.cfg.SecretKey, Accept: checkHello,
+		Listener: ln, Handler: n.serve, Hello: hello, ClusterID: clusterID, Secret: n.cfg.SecretKey, Accept: checkHello,
 		MaxFrame: maxFrame, Logger: n.cfg.Logger,
 	})
 	if err != nil {

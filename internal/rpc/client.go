@@ -202,7 +202,7 @@ func (c *Client) connect(addr, node string) (*link, int, error) {
 		}
 		return nil
 	}
-	maxFrame, err := clientHandshake(l, addr, c.cfg.Hello, c.cfg.MaxFrame, c.cfg.Secret, accept)
+	maxFrame, err := clientHandshake(l, addr, withClusterID(c.cfg.Hello, c.cfg.ClusterID), c.cfg.MaxFrame, c.cfg.Secret, accept)
 	if !stop() {
 		err = fmt.Errorf("rpc: handshake with %s: %w", addr, ctx.Err())
 	}

@@ -35,6 +35,9 @@ type ServerConfig struct {
 	Handler Handler
 	// Hello is this node's identity, sent in reply to every client's Hello.
 	Hello Hello
+	// ClusterID, if set, gives Hello.ClusterID at each handshake: a node
+	// that joined or created its cluster after it began serving says so.
+	ClusterID func() string
 	// Secret, if set, is the cluster's shared secret: a client must prove
 	// it knows it (a MAC over this server's fresh nonce) before any request
 	// is read, and this server proves it in return. Every end must have the
@@ -84,6 +87,9 @@ func (c *ServerConfig) validate() error {
 type ClientConfig struct {
 	// Hello is this node's identity, sent first on every connection.
 	Hello Hello
+	// ClusterID, if set, gives Hello.ClusterID at each handshake, as
+	// ServerConfig.ClusterID.
+	ClusterID func() string
 	// Secret is the cluster's shared secret, as ServerConfig.Secret: a
 	// server that cannot prove it knows it is refused (ErrRefused).
 	Secret []byte

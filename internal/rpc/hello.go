@@ -27,6 +27,14 @@ type Hello struct {
 	ClusterID string
 }
 
+// withClusterID returns h with the ClusterID clusterID gives, if set.
+func withClusterID(h Hello, clusterID func() string) Hello {
+	if clusterID != nil {
+		h.ClusterID = clusterID()
+	}
+	return h
+}
+
 // greeting is a handshake frame's body: the sender's Hello and MaxFrame,
 // its nonce, and (from the server) its proof of the cluster's secret. Each
 // end sends nothing larger than the other's MaxFrame, so that no frame one

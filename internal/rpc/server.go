@@ -206,7 +206,7 @@ func (s *Server) handshake(l *link) (Hello, int, error) {
 	if err := l.nc.SetReadDeadline(time.Now().Add(s.cfg.HandshakeTimeout)); err != nil {
 		return Hello{}, 0, err
 	}
-	peer, maxFrame, err := serverHandshake(l, s.cfg.Hello, s.cfg.MaxFrame, s.cfg.Secret, s.cfg.Accept)
+	peer, maxFrame, err := serverHandshake(l, withClusterID(s.cfg.Hello, s.cfg.ClusterID), s.cfg.MaxFrame, s.cfg.Secret, s.cfg.Accept)
 	if err != nil {
 		return peer, 0, err
 	}
