@@ -73,6 +73,10 @@ func printTargets(w io.Writer, results []result, fl floor) (safe bool) {
 			if r, ok := find(results, row, wl, 1); ok {
 				// The cell's clients enter at random nodes, the owner among
 				// them; the target is about the calls that were forwarded.
+				if r.ForwardedP50 == 0 {
+					fmt.Fprintf(w, "- %s, single client, %s: no forwarded call was acknowledged: MISSED\n", row, wl)
+					continue
+				}
 				r.P50 = r.ForwardedP50
 				x := r.P50 / floorUs
 				fmt.Fprintf(w, "- %s, single client, %s: forwarded durable call p50 %.0fµs = %.2fx the floor of %.0fµs (target <= 2x): %s", row, wl, r.P50, x, floorUs, mark(x <= 2))

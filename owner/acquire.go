@@ -246,32 +246,39 @@ func (o *Owner) drive(prop *Proposer, resync bool) Outcome {
 	// one cut short would fail the same way at every resync, and the
 	// replica would never catch up. It gives its attempt slot back first,
 	// so that takeovers do not wait behind resyncs waiting for copies.
-	// Neither waits for the other answers, nor for a Sync to a replica of
-	// the base from which no other answer came back, not even an error: one
-	// that is paused, down or cut off would hold the partition unserved for
-	// a RequestTimeout, and its copy would make no progress either.
-	copying := func() bool {
+	// Neither waits for the other answers. A resync waits at most
+	// DrainTimeout for a Sync to a replica of the base from which no other
+	// answer came back yet, not even an error: one that is paused, down or
+	// cut off would hold the partition unserved for a RequestTimeout, and
+	// its copy would make no progress either, where one that is only slow
+	// (a slow disk delays all its answers) is heard from meanwhile.
+	copying := func(silentToo bool) bool {
 		for to, n := range syncs {
-			if n > 0 && (heard[to] || !slices.Contains(prop.base.Replicas, to)) {
+			if n > 0 && (silentToo || heard[to] || !slices.Contains(prop.base.Replicas, to)) {
 				return true
 			}
 		}
 		return false
 	}
-	var bound <-chan time.Time
-	switch {
-	case !resync:
+	var bound, patience <-chan time.Time
+	if !resync {
 		t := time.NewTimer(o.cfg.RequestTimeout / 2)
 		defer t.Stop()
 		bound = t.C
-	case copying():
+	} else if copying(true) {
 		o.parts[prop.p].yieldSlot()
+		t := time.NewTimer(o.cfg.DrainTimeout)
+		defer t.Stop()
+		patience = t.C
 	}
+	silentToo := true
 drain:
-	for copying() {
+	for copying(silentToo) {
 		select {
 		case r := <-replies:
 			count(r)
+		case <-patience:
+			silentToo = false
 		case <-bound:
 			break drain
 		case <-o.ctx.Done():

@@ -112,13 +112,14 @@ func TestTakeoverFromAPausedOwnerDoesNotWaitForIt(t *testing.T) {
 // An owner's resync (it acquires its own claim again to catch a replica
 // up) drains its partition; with one replica paused, it serves again once
 // the other replica and itself chose and recorded the new claim, without
-// waiting for the paused replica's answers or its copy, which would make
-// no progress.
+// waiting for the paused replica's answers, nor for its copy, which would
+// make no progress, beyond DrainTimeout.
 func TestResyncWithAPausedReplicaDoesNotWaitForIt(t *testing.T) {
 	const p = 1
 	m := &mesh{}
 	b, sb := m.addWith(t, "b", func(c *Config) {
 		c.RequestTimeout = pausedRequestTimeout
+		c.DrainTimeout = 10 * time.Millisecond
 		c.Transport = toPaused{Transport: c.Transport, paused: "c"}
 	})
 	_, sa := m.add(t, "a")

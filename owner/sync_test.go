@@ -533,7 +533,17 @@ func TestCopyIsNotInstalledOverWritesMadeAfterItsBaseWhileItRan(t *testing.T) {
 // however long it takes: the partition is drained for the attempt anyway,
 // and a copy cut short would fail again at every resync (its source moves
 // with the owner's first write), so the replica would never catch up.
+//
+// The lagging replica's other answers may come late too, after the others
+// chose the claim, as a replica's whose disk is slow do: it is still
+// waited for (a replica from which nothing came back is waited for only
+// DrainTimeout, see drive).
 func TestResyncWaitsForTheLaggingReplicasWholeCopy(t *testing.T) {
+	t.Run("answers at once", func(t *testing.T) { testResyncWaitsForTheLaggingReplicasWholeCopy(t, false) })
+	t.Run("answers after the others", func(t *testing.T) { testResyncWaitsForTheLaggingReplicasWholeCopy(t, true) })
+}
+
+func testResyncWaitsForTheLaggingReplicasWholeCopy(t *testing.T, lateAnswers bool) {
 	const p = 1
 	const requestTimeout = 400 * time.Millisecond
 	notDone := make(chan struct{})
@@ -547,6 +557,9 @@ func TestResyncWaitsForTheLaggingReplicasWholeCopy(t *testing.T) {
 	_, sd := m.addWith(t, "d", func(c *Config) { c.RequestTimeout = requestTimeout })
 	c, sc := m.addWith(t, "c", func(c *Config) {
 		c.RequestTimeout = requestTimeout
+		if lateAnswers {
+			c.Transport = heldUntilCopying(c.Transport, "b")
+		}
 		c.Transport = syncAnswers{Transport: c.Transport, notDone: notDone}
 	})
 	// c serves its claim; b, one of its replicas, holds nothing of it (it
@@ -567,6 +580,60 @@ func TestResyncWaitsForTheLaggingReplicasWholeCopy(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok, "the resync announced its claim before b's copy was done")
 	require.Equal(t, big, v)
+}
+
+// heldUntilCopying returns t with its Prepares, Accepts and Chooses to node
+// to held until a Sync answer says to's copy is being fetched.
+func heldUntilCopying(t Transport, to string) Transport {
+	return &holdUntilCopying{Transport: t, to: to, copying: make(chan struct{})}
+}
+
+type holdUntilCopying struct {
+	Transport
+	to      string
+	once    sync.Once
+	copying chan struct{}
+}
+
+func (h *holdUntilCopying) hold(ctx context.Context, to string) error {
+	if to != h.to {
+		return nil
+	}
+	select {
+	case <-h.copying:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (h *holdUntilCopying) Prepare(ctx context.Context, to string, req Prepare) (PromiseReply, error) {
+	if err := h.hold(ctx, to); err != nil {
+		return PromiseReply{}, err
+	}
+	return h.Transport.Prepare(ctx, to, req)
+}
+
+func (h *holdUntilCopying) Accept(ctx context.Context, to string, req Accept) (AcceptReply, error) {
+	if err := h.hold(ctx, to); err != nil {
+		return AcceptReply{}, err
+	}
+	return h.Transport.Accept(ctx, to, req)
+}
+
+func (h *holdUntilCopying) Choose(ctx context.Context, to string, req Choose) (ChooseReply, error) {
+	if err := h.hold(ctx, to); err != nil {
+		return ChooseReply{}, err
+	}
+	return h.Transport.Choose(ctx, to, req)
+}
+
+func (h *holdUntilCopying) Sync(ctx context.Context, to string, req Sync) (SyncReply, error) {
+	r, err := h.Transport.Sync(ctx, to, req)
+	if err == nil && !r.Done && to == h.to {
+		h.once.Do(func() { close(h.copying) })
+	}
+	return r, err
 }
 
 // A new owner's first batch that reaches a replica before the replica's

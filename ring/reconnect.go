@@ -100,6 +100,9 @@ func (r *Ring) PushState() {
 	}
 }
 
+// lookupHost resolves a seed's host name (a variable for tests).
+var lookupHost = net.DefaultResolver.LookupHost
+
 // resolveSeed returns the addresses (ip:port, as memberlist reports its
 // members') that seed stands for: seed itself if its host is an IP or
 // does not resolve, else one address per IP its host name resolves to. A
@@ -119,7 +122,7 @@ func (r *Ring) resolveSeed(seed string) []string {
 		case <-ctx.Done():
 		}
 	}()
-	ips, err := net.DefaultResolver.LookupHost(ctx, host)
+	ips, err := lookupHost(ctx, host)
 	if err != nil || len(ips) == 0 {
 		return []string{seed}
 	}

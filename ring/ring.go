@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -152,7 +151,6 @@ func New(cfg Config) (*Ring, error) {
 // cluster. It returns an error wrapping ErrIncompatible, without retrying,
 // if a seed's cluster has another Fingerprint.
 func (r *Ring) Join(ctx context.Context) error {
-	seeds := r.otherSeeds()
 	backoff := joinBackoffMin
 	for {
 		select {
@@ -160,6 +158,7 @@ func (r *Ring) Join(ctx context.Context) error {
 			return ErrClosed
 		default:
 		}
+		seeds := r.otherSeeds() // again each round: a name's addresses change
 		if len(seeds) == 0 {
 			return nil
 		}
@@ -200,13 +199,16 @@ func (r *Ring) joinSeeds(ctx context.Context, seeds []string) (int, error) {
 	return r.ml.Join(seeds)
 }
 
-// otherSeeds returns the seeds that are not this node's own gossip
-// address (by name, those that resolve to it).
+// otherSeeds returns the addresses the seeds stand for (a name's, one
+// per address it resolves to) other than this node's own gossip address:
+// one name often resolves to every node, this one included.
 func (r *Ring) otherSeeds() []string {
 	var others []string
 	for _, s := range r.cfg.Seeds {
-		if !slices.Contains(r.resolveSeed(s), r.gossip) {
-			others = append(others, s)
+		for _, addr := range r.resolveSeed(s) {
+			if addr != r.gossip {
+				others = append(others, addr)
+			}
 		}
 	}
 	return others

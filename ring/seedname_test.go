@@ -1,7 +1,9 @@
 package ring
 
 import (
+	"context"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -40,4 +42,27 @@ func testSeedNotRejoined(t *testing.T, host string) {
 
 	b.rejoinMissingSeeds()
 	require.Equal(t, merges, len(d.merged), "a seed that is a live member was joined again")
+}
+
+// A seed name often resolves to every node, this one included (a
+// headless service's name). Only this node's own address is left out of
+// the join: the name's other addresses are the way into the cluster, and
+// without them the node would start alone for good.
+func TestSeedNameThatAlsoResolvesToThisNodeJoinsTheOthers(t *testing.T) {
+	a := start(t, testConfig("a"))
+	_, port, err := net.SplitHostPort(a.GossipAddr())
+	require.NoError(t, err)
+	defer func(orig func(context.Context, string) ([]string, error)) { lookupHost = orig }(lookupHost)
+	lookupHost = func(ctx context.Context, host string) ([]string, error) {
+		if host == "peers.test" {
+			return []string{"127.0.0.2", "127.0.0.1"}, nil
+		}
+		return net.DefaultResolver.LookupHost(ctx, host)
+	}
+	cb := testConfig("b", net.JoinHostPort("peers.test", port))
+	cb.BindAddr = "127.0.0.2"
+	cb.BindPort, err = strconv.Atoi(port)
+	require.NoError(t, err)
+	b := start(t, cb)
+	waitTable(t, b, 10*time.Second, "b sees a", hasMembers("a", "b"))
 }
