@@ -11,7 +11,7 @@
 // latency percentiles and lost updates, then runs a pause scenario where a
 // client stalls inside its critical section for longer than its lock's TTL.
 //
-//	go run .                # the full sweep, about 15-20 minutes
+//	go run .                # the full sweep, 10-20 minutes
 //	go run . -quick         # a smoke test, under 3 minutes
 //
 // It exits non-zero if this library loses an acknowledged update.

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/singlewriter/singlewriter/examples/internal/cluster"
 	"github.com/singlewriter/singlewriter/ring"
@@ -144,7 +145,15 @@ func (d *demo) join(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("   %s = %d (3 increments before the move, none lost)\n", key, binary.BigEndian.Uint64(v))
+		if n := binary.BigEndian.Uint64(v); n != 3 {
+			return fmt.Errorf("%s = %d after 3 increments", key, n)
+		}
+		p := d.c.Nodes()[0].Partition(key)
+		where := "stayed on " + after[p].Owner
+		if after[p].Owner != before[p].Owner {
+			where = fmt.Sprintf("moved from %s to %s", before[p].Owner, after[p].Owner)
+		}
+		fmt.Printf("   %s = 3 (3 increments; its partition %s)\n", key, where)
 	}
 	return nil
 }
@@ -209,6 +218,9 @@ func (d *demo) fencing(ctx context.Context) error {
 	if node != joined.Name() || value != 2 {
 		return fmt.Errorf("the paused owner's write was not fenced: the call answered %q", r.out)
 	}
+	if err := fencedCommit(ctx, old); err != nil {
+		return err
+	}
 	fmt.Printf("   The paused handler resumes and commits 1 at epoch %d: its replicas refuse it. Call cannot\n", before.Epoch)
 	fmt.Printf("   tell whether one of them kept the write, so it asks node-4 under the same request ID;\n")
 	fmt.Printf("   the handler runs again there, on the current value: %s (%d) -> %d.\n", node, epoch, value)
@@ -219,6 +231,27 @@ func (d *demo) fencing(ctx context.Context) error {
 	fmt.Printf("   %s = %d: both increments, each applied once.\n", key, binary.BigEndian.Uint64(v))
 	fmt.Println("\nDone.")
 	return nil
+}
+
+// fencedCommit waits until n's paused commit is decided (its answer may
+// come after the retry's) and checks that it was refused as stale.
+func fencedCommit(ctx context.Context, n *router.Node) error {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st := n.Stats()
+		switch {
+		case st.FencedCommits > 0:
+			return nil
+		case st.FailedCommits > 0:
+			return fmt.Errorf("%s's paused commit failed without being fenced", n.Name())
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s's paused commit is not decided: %w", n.Name(), ctx.Err())
+		case <-tick.C:
+		}
+	}
 }
 
 // parseIncrement splits an answer of increment.
