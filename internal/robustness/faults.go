@@ -42,6 +42,18 @@ type faults struct {
 	rng  *rand.Rand
 	keys keyset
 	logf func(format string, args ...any)
+	// outages are the times when a node was paused, dead or cut off (see
+	// takenOver).
+	outages []outageWindow
+}
+
+// outageWindow is a time when a node was paused, dead or cut off, until it
+// was back (and, after a lost directory, the cluster settled).
+type outageWindow struct{ from, to time.Time }
+
+// down records an outage that began at from and ends now.
+func (f *faults) down(from time.Time) {
+	f.outages = append(f.outages, outageWindow{from, time.Now()})
 }
 
 // ownerOf returns the running node that a running node names as key's
@@ -73,9 +85,11 @@ func (f *faults) busyOwner() *node {
 func (f *faults) processPause() {
 	n := f.busyOwner()
 	f.logf("SIGSTOP %s for %v", n.name, outage)
+	from := time.Now()
 	f.c.stop(n)
 	time.Sleep(outage)
 	f.c.cont(n)
+	f.down(from)
 	f.logf("SIGCONT %s", n.name)
 	f.settle()
 }
@@ -85,8 +99,10 @@ func (f *faults) processPause() {
 func (f *faults) crash() error {
 	n := f.busyOwner()
 	f.logf("SIGKILL %s for %v", n.name, outage)
+	from := time.Now()
 	f.c.kill(n)
 	time.Sleep(outage)
+	defer f.down(from)
 	return f.restart(n)
 }
 
@@ -103,6 +119,7 @@ func (f *faults) wipe(last *node, down time.Duration) (*node, error) {
 		n = nodes[f.rng.IntN(len(nodes))]
 	}
 	f.logf("SIGKILL %s and delete its data directory, for %v", n.name, down)
+	defer f.down(time.Now())
 	f.c.kill(n)
 	if err := os.RemoveAll(n.dir); err != nil {
 		return nil, err
@@ -285,6 +302,7 @@ func (f *faults) partition() error {
 	// minority's partitions move to the joiner then: pause long enough.
 	f.armPausesFor(bouncePause, f.keys.all(), minority...)
 	f.healAll()
+	f.down(start)
 	f.logf("healed")
 	f.settle()
 	// And a handoff after the split, from live owners with paused

@@ -46,7 +46,8 @@ type result struct {
 	Ops      int     `json:"ops"`
 	Rate     float64 `json:"rate"`
 	// Bit is the sum of the nodes' fenced commits, refused prepares,
-	// failed acquires and drain timeouts.
+	// failed acquires and drain timeouts, and with replicas of the
+	// partitions claimed anew while a node was out (takenOver).
 	Bit    uint64 `json:"bit"`
 	Fenced uint64 `json:"fenced"`
 	// Refused counts the calls under a reused request ID that were
@@ -95,8 +96,7 @@ func execute(cfg runConfig) (res result) {
 			return invalid("start: %v", err)
 		}
 	}
-	initial, err := c.converge()
-	if err != nil {
+	if _, err := c.converge(); err != nil {
 		return invalid("the new cluster did not converge: %v", err)
 	}
 	rng := rand.New(rand.NewPCG(cfg.seed, 0x5eed))
@@ -147,8 +147,9 @@ func execute(cfg runConfig) (res result) {
 	}
 	if cfg.rf > 1 {
 		// With replicas, a crashed owner's partitions are taken over
-		// without a refusal or a failure: the new epochs are the bite.
-		res.Bit += newEpochs(initial, all)
+		// without a refusal or a failure: the claims made while a node
+		// was out are the bite (not the handoffs of joins and leaves).
+		res.Bit += takenOver(all, f.outages)
 	}
 	switch {
 	case nemesisErr != nil:
@@ -156,7 +157,7 @@ func execute(cfg runConfig) (res result) {
 	case res.Rate < minRate:
 		res.Invalid = fmt.Sprintf("traffic reached %.0f ops/s before the fault, want %d", res.Rate, minRate)
 	case res.Bit == 0:
-		res.Invalid = "the fault did not bite: no fenced write, refused promise, failed acquire, drain timeout or (with replicas) takeover"
+		res.Invalid = "the fault did not bite: no fenced write, refused promise, failed acquire, drain timeout or (with replicas) claim made while a node was out"
 	case !finished:
 		res.Invalid = "the linearizability check timed out"
 	default:
@@ -237,26 +238,28 @@ func writeJSON(path string, v any) {
 	}
 }
 
-// newEpochs counts the partitions whose newest epoch in after's audits is
-// above every epoch in before's: the partitions the faults moved.
-func newEpochs(before, after []api.Status) uint64 {
-	newest := func(sts []api.Status) map[int]uint64 {
-		m := map[int]uint64{}
-		for _, st := range sts {
-			for p, claims := range st.Audit {
-				for _, c := range claims {
-					m[p] = max(m[p], c.Epoch)
+// takenOver counts the partitions that got a new claim while a node was
+// paused, dead or cut off: a claim whose first record, on any node, falls
+// in one of outages (a node that relearns an old claim records it later).
+func takenOver(statuses []api.Status, outages []outageWindow) uint64 {
+	first := map[[2]uint64]time.Time{} // by partition and epoch
+	for _, st := range statuses {
+		for p, claims := range st.Audit {
+			for _, c := range claims {
+				k := [2]uint64{uint64(p), c.Epoch}
+				if at, ok := first[k]; !ok || c.At.Before(at) {
+					first[k] = c.At
 				}
 			}
 		}
-		return m
 	}
-	was := newest(before)
-	var n uint64
-	for p, e := range newest(after) {
-		if e > was[p] {
-			n++
+	moved := map[uint64]bool{}
+	for k, at := range first {
+		for _, o := range outages {
+			if !at.Before(o.from) && !at.After(o.to) {
+				moved[k[0]] = true
+			}
 		}
 	}
-	return n
+	return uint64(len(moved))
 }

@@ -134,6 +134,8 @@ type Claim struct {
 	Owner string `json:"owner"`
 	// Epoch is the claim's epoch.
 	Epoch uint64 `json:"epoch"`
+	// At is when the node recorded the claim (audit entries only).
+	At time.Time `json:"at,omitzero"`
 }
 
 // Status is a node's view of the cluster and its own counters.

@@ -134,7 +134,7 @@ func (c *control) status() api.Status {
 		}
 		records, _ := n.Audit(p)
 		for _, a := range records {
-			st.Audit[p] = append(st.Audit[p], api.Claim{Owner: a.Owner, Epoch: uint64(a.Epoch)})
+			st.Audit[p] = append(st.Audit[p], api.Claim{Owner: a.Owner, Epoch: uint64(a.Epoch), At: a.At})
 		}
 	}
 	return st
