@@ -102,7 +102,7 @@ func (f *faults) crash() error {
 	from := time.Now()
 	f.c.kill(n)
 	time.Sleep(outage)
-	defer f.down(from)
+	f.down(from)
 	return f.restart(n)
 }
 
