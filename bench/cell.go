@@ -27,9 +27,15 @@ type result struct {
 	Errors uint64 `json:"errors"`
 	// Unacked counts increments found in the store but never
 	// acknowledged (their client gave up); not losses.
-	Unacked    uint64 `json:"unacked_writes"`
-	Durable    bool   `json:"durable"`
-	FirstError string `json:"first_error,omitempty"`
+	Unacked uint64 `json:"unacked_writes"`
+	// Duplicated counts increments stored beyond every increment made:
+	// applied twice.
+	Duplicated uint64 `json:"duplicated"`
+	// UncertainKeys counts the keys with increments of unknown outcome, on
+	// which a stored one could hide an acknowledged one lost.
+	UncertainKeys uint64 `json:"uncertain_keys"`
+	Durable       bool   `json:"durable"`
+	FirstError    string `json:"first_error,omitempty"`
 	// FloorUs and ReplicatedFloorUs are the floors (see floor), and
 	// RoutedProbeUs the probe of a routed write made as one operation
 	// (floor.routed, for information), probed just before a single-client
@@ -49,14 +55,14 @@ type tally struct {
 	hist *hdrhistogram.Histogram
 	// forwarded holds the latencies of the calls a forwarder forwarded.
 	forwarded *hdrhistogram.Histogram
-	acked     ledger
+	ledger    ledger
 	errors    uint64
 	firstErr  error
 }
 
 func newTally() *tally {
 	// Microseconds, from 1µs to 2 minutes, 3 significant digits.
-	return &tally{hist: newHistogram(), forwarded: newHistogram(), acked: ledger{}}
+	return &tally{hist: newHistogram(), forwarded: newHistogram(), ledger: ledger{}}
 }
 
 func newHistogram() *hdrhistogram.Histogram { return hdrhistogram.New(1, 120_000_000, 3) }
@@ -68,9 +74,10 @@ func (t *tally) record(i uint64, took time.Duration, forwarded bool, err error) 
 		if t.firstErr == nil {
 			t.firstErr = err
 		}
+		t.ledger.fail(i)
 		return
 	}
-	t.acked.ack(i)
+	t.ledger.ack(i)
 	t.hist.RecordValue(max(1, took.Microseconds()))
 	if forwarded {
 		t.forwarded.RecordValue(max(1, took.Microseconds()))
@@ -137,13 +144,13 @@ func summarize(ctx context.Context, sys System, id uint16, tallies []*tally, ela
 	for _, t := range tallies {
 		all.hist.Merge(t.hist)
 		all.forwarded.Merge(t.forwarded)
-		all.acked.merge(t.acked)
+		all.ledger.merge(t.ledger)
 		all.errors += t.errors
 		if all.firstErr == nil {
 			all.firstErr = t.firstErr
 		}
 	}
-	idx := all.acked.indexes()
+	idx := all.ledger.indexes()
 	keys := make([][]byte, len(idx))
 	for j, i := range idx {
 		keys[j] = key(id, i)
@@ -154,16 +161,18 @@ func summarize(ctx context.Context, sys System, id uint16, tallies []*tally, ela
 	if err != nil {
 		return result{}, fmt.Errorf("read final counters: %w", err)
 	}
-	lost, extra := all.acked.audit(idx, final)
+	a := all.ledger.audit(idx, final)
 	r := result{
-		OpsPerSec:   float64(all.hist.TotalCount()) / elapsed.Seconds(),
-		P50:         float64(all.hist.ValueAtQuantile(50)),
-		P99:         float64(all.hist.ValueAtQuantile(99)),
-		P999:        float64(all.hist.ValueAtQuantile(99.9)),
-		LostUpdates: lost,
-		Acked:       uint64(all.hist.TotalCount()),
-		Errors:      all.errors,
-		Unacked:     extra,
+		OpsPerSec:     float64(all.hist.TotalCount()) / elapsed.Seconds(),
+		P50:           float64(all.hist.ValueAtQuantile(50)),
+		P99:           float64(all.hist.ValueAtQuantile(99)),
+		P999:          float64(all.hist.ValueAtQuantile(99.9)),
+		LostUpdates:   a.lost,
+		Acked:         uint64(all.hist.TotalCount()),
+		Errors:        all.errors,
+		Unacked:       a.unacked,
+		Duplicated:    a.duplicated,
+		UncertainKeys: a.uncertainKeys,
 	}
 	if all.forwarded.TotalCount() > 0 {
 		r.ForwardedP50 = float64(all.forwarded.ValueAtQuantile(50))
