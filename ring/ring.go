@@ -143,11 +143,12 @@ func New(cfg Config) (*Ring, error) {
 }
 
 // Join contacts the seeds and merges their cluster's state, retrying with
-// backoff (50ms doubling to 2s) until this node sees another member (a
-// seed answered, or a node joined it meanwhile) or ctx ends. A seed that
-// is this node's own gossip address does not count: memberlist answers
-// its own join, which would make a node whose other seeds are down start
-// alone. Without other seeds it returns nil at once: this node starts a
+// backoff (50ms doubling to 2s) until at least one seed answers or ctx
+// ends. A seed that is this node's own gossip address is skipped:
+// memberlist answers its own join, which would make a node whose other
+// seeds are down start alone. A node that joined this one meanwhile does
+// not count either: a new node knows nothing of the cluster the seeds may
+// hold. Without other seeds it returns nil at once: this node starts a
 // cluster. It returns an error wrapping ErrIncompatible, without retrying,
 // if a seed's cluster has another Fingerprint.
 func (r *Ring) Join(ctx context.Context) error {
@@ -164,7 +165,7 @@ func (r *Ring) Join(ctx context.Context) error {
 		}
 		refused := r.hooks.refusals.Load()
 		n, err := r.joinSeeds(ctx, seeds)
-		if r.ml.NumMembers() > 1 {
+		if n > 0 {
 			r.logger.Debug("ring: joined", "node", r.cfg.Name, "seeds_reached", n)
 			r.startReconnect()
 			return nil

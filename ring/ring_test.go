@@ -227,6 +227,25 @@ func TestJoinDoesNotCountThisNodeAsASeed(t *testing.T) {
 	require.NoError(t, r.Join(context.Background()))
 }
 
+// A node that joins this one while this one's seeds are down does not
+// complete this one's Join: a new node knows nothing of the cluster the
+// seeds may hold, and a Bootstrap node would create a second one.
+func TestJoinIsNotCompletedByANodeJoiningThisOne(t *testing.T) {
+	gone, err := New(testConfig("gone"))
+	require.NoError(t, err)
+	addr := gone.GossipAddr()
+	require.NoError(t, gone.Close())
+
+	a, err := New(testConfig("a", addr))
+	require.NoError(t, err)
+	defer a.Close()
+	start(t, testConfig("b", a.GossipAddr()))
+	waitTable(t, a, 10*time.Second, "a sees b", hasMembers("a", "b"))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, a.Join(ctx), context.DeadlineExceeded)
+}
+
 func TestCloseStopsEverything(t *testing.T) {
 	rs := startCluster(t, 2)
 	waitTable(t, rs[0], 10*time.Second, "a, b", hasMembers("a", "b"))

@@ -52,10 +52,10 @@ type Config struct {
 	RPCAddr string
 	// Seeds are gossip addresses of existing members to join (a name
 	// stands for every address it resolves to). Give several: any reachable
-	// one is enough. Start waits until a member other than this node
-	// answers, or joins it, so a node restarted while all its seeds are
-	// down waits for one; this node's own address among them is skipped,
-	// and a node whose only seed is itself starts alone.
+	// one is enough. Start waits until one of them answers, so a node
+	// restarted while all its seeds are down waits for one; this node's
+	// own address among them is skipped, and a node whose only seed is
+	// itself starts alone.
 	Seeds []string
 	// Bootstrap creates a new cluster, at Start, when DataDir holds none
 	// and the seeds (if any) belong to none. Set it on one node of a new
