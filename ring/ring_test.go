@@ -188,11 +188,19 @@ func TestJoinWithoutSeedsStartsAlone(t *testing.T) {
 	require.NoError(t, r.Join(context.Background()))
 }
 
-func TestJoinUnreachableSeedEndsWithContext(t *testing.T) {
+// goneAddr returns the gossip address of a node that was closed: nobody
+// answers there.
+func goneAddr(t *testing.T) string {
+	t.Helper()
 	gone, err := New(testConfig("gone"))
 	require.NoError(t, err)
 	addr := gone.GossipAddr()
 	require.NoError(t, gone.Close())
+	return addr
+}
+
+func TestJoinUnreachableSeedEndsWithContext(t *testing.T) {
+	addr := goneAddr(t)
 
 	r, err := New(testConfig("a", addr))
 	require.NoError(t, err)
@@ -210,10 +218,7 @@ func TestJoinUnreachableSeedEndsWithContext(t *testing.T) {
 // Bootstrap node would create a second cluster). A list of itself alone is
 // no seed at all.
 func TestJoinDoesNotCountThisNodeAsASeed(t *testing.T) {
-	gone, err := New(testConfig("gone"))
-	require.NoError(t, err)
-	addr := gone.GossipAddr()
-	require.NoError(t, gone.Close())
+	addr := goneAddr(t)
 
 	r, err := New(testConfig("a"))
 	require.NoError(t, err)
@@ -231,10 +236,7 @@ func TestJoinDoesNotCountThisNodeAsASeed(t *testing.T) {
 // complete this one's Join: a new node knows nothing of the cluster the
 // seeds may hold, and a Bootstrap node would create a second one.
 func TestJoinIsNotCompletedByANodeJoiningThisOne(t *testing.T) {
-	gone, err := New(testConfig("gone"))
-	require.NoError(t, err)
-	addr := gone.GossipAddr()
-	require.NoError(t, gone.Close())
+	addr := goneAddr(t)
 
 	a, err := New(testConfig("a", addr))
 	require.NoError(t, err)
