@@ -118,14 +118,15 @@ func runCell(ctx context.Context, sys System, c cell) (result, error) {
 		}
 		t := newTally()
 		tallies[w] = t
+		fw, _ := cli.(forwarder)
 		wg.Go(func() {
 			for time.Now().Before(stop) && ctx.Err() == nil {
 				i := gen.next()
 				octx, cancel := context.WithTimeout(ctx, c.timeout)
 				t0 := time.Now()
 				err := cli.Incr(octx, key(c.id, i), 0)
-				fw, ok := cli.(forwarder)
-				t.record(i, time.Since(t0), ok && fw.Forwarded(), err)
+				took := time.Since(t0)
+				t.record(i, took, fw != nil && fw.Forwarded(), err)
 				cancel()
 			}
 		})

@@ -47,11 +47,9 @@ func (r *Ring) rejoinMissingSeeds() {
 		live[m.Address()] = true
 	}
 	var missing []string
-	for _, s := range r.cfg.Seeds {
-		for _, addr := range r.resolveSeed(s) {
-			if !live[addr] {
-				missing = append(missing, addr)
-			}
+	for _, addr := range r.otherSeeds() {
+		if !live[addr] {
+			missing = append(missing, addr)
 		}
 	}
 	if len(missing) == 0 || !r.lifeMu.TryLock() {

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"time"
 
 	"github.com/singlewriter/singlewriter/examples/internal/cluster"
 	"github.com/singlewriter/singlewriter/ring"
@@ -236,22 +235,17 @@ func (d *demo) fencing(ctx context.Context) error {
 // fencedCommit waits until n's paused commit is decided (its answer may
 // come after the retry's) and checks that it was refused as stale.
 func fencedCommit(ctx context.Context, n *router.Node) error {
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	err := cluster.Until(ctx, func() (bool, error) {
 		st := n.Stats()
-		switch {
-		case st.FencedCommits > 0:
-			return nil
-		case st.FailedCommits > 0:
-			return fmt.Errorf("%s's paused commit failed without being fenced", n.Name())
+		if st.FencedCommits == 0 && st.FailedCommits > 0 {
+			return false, fmt.Errorf("%s's paused commit failed without being fenced", n.Name())
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s's paused commit is not decided: %w", n.Name(), ctx.Err())
-		case <-tick.C:
-		}
+		return st.FencedCommits > 0, nil
+	})
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s's paused commit is not decided: %w", n.Name(), err)
 	}
+	return err
 }
 
 // parseIncrement splits an answer of increment.

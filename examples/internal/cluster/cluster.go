@@ -158,14 +158,25 @@ func (c *Cluster) WaitSettled(ctx context.Context) error {
 		}
 		return true
 	}
-	for !settled() {
+	if err := Until(ctx, func() (bool, error) { return settled(), nil }); err != nil {
+		return fmt.Errorf("cluster did not settle: %w", err)
+	}
+	return nil
+}
+
+// Until calls cond every 20 ms until it reports done or fails, and
+// returns its error, or ctx's once ctx ends.
+func Until(ctx context.Context, cond func() (done bool, err error)) error {
+	for {
+		if done, err := cond(); done || err != nil {
+			return err
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("cluster did not settle: %w", ctx.Err())
+			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	return nil
 }
 
 // Leave stops n as a deploy's SIGTERM handler does: it hands n's
