@@ -97,6 +97,66 @@ func DecodeSync(b []byte) (Sync, error) {
 }
 
 // Encode returns m's wire encoding.
+func (m PreCopy) Encode() []byte {
+	var e wire.Encoder
+	e.Uvarint(uint64(m.P))
+	e.String(m.Source)
+	e.Uvarint(uint64(max(m.Wait, 0)))
+	return e.Out()
+}
+
+// DecodePreCopy decodes a PreCopy.
+func DecodePreCopy(b []byte) (PreCopy, error) {
+	d := wire.NewDecoder(b)
+	m := PreCopy{P: DecodePartition(d), Source: d.String(), Wait: time.Duration(min(d.Uvarint(), math.MaxInt64))}
+	return m, finish(d, "pre-copy")
+}
+
+// Encode returns m's wire encoding.
+func (m FetchRequest) Encode() []byte {
+	var e wire.Encoder
+	e.Uvarint(uint64(m.P))
+	e.Bool(m.Live)
+	e.Uvarint(uint64(m.Ballot))
+	EncodePosition(&e, m.Pos)
+	e.Uvarint(m.Tracker)
+	e.Bytes(m.After)
+	return e.Out()
+}
+
+// DecodeFetchRequest decodes a FetchRequest.
+func DecodeFetchRequest(b []byte) (FetchRequest, error) {
+	d := wire.NewDecoder(b)
+	m := FetchRequest{P: DecodePartition(d), Live: d.Bool(), Ballot: epoch.Epoch(d.Uvarint()), Pos: DecodePosition(d), Tracker: d.Uvarint(), After: d.Bytes()}
+	return m, finish(d, "fetch")
+}
+
+// Encode returns m's wire encoding.
+func (m Page) Encode() []byte {
+	var e wire.Encoder
+	e.Bytes(m.Next)
+	e.Uvarint(m.Tracker)
+	e.Uvarint(uint64(len(m.Entries)))
+	for _, en := range m.Entries {
+		e.Uint8(uint8(en.Kind))
+		e.Bytes(en.Key)
+		e.Bytes(en.Value)
+	}
+	return e.Out()
+}
+
+// DecodePage decodes a Page.
+func DecodePage(b []byte) (Page, error) {
+	d := wire.NewDecoder(b)
+	m := Page{Next: d.Bytes(), Tracker: d.Uvarint()}
+	n := d.Uvarint()
+	for i := uint64(0); i < n && d.Err() == nil; i++ {
+		m.Entries = append(m.Entries, store.Entry{Kind: store.EntryKind(d.Uint8()), Key: d.Bytes(), Value: d.Bytes()})
+	}
+	return m, finish(d, "page")
+}
+
+// Encode returns m's wire encoding.
 func (m SyncReply) Encode() []byte {
 	var e wire.Encoder
 	e.Bool(m.Done)

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/singlewriter/singlewriter/epoch"
 	"github.com/singlewriter/singlewriter/ring"
 	"github.com/singlewriter/singlewriter/store"
 )
@@ -25,10 +24,12 @@ type Transport interface {
 	Sync(ctx context.Context, to string, req Sync) (SyncReply, error)
 	// Choose tells node to that a claim was chosen.
 	Choose(ctx context.Context, to string, req Choose) (ChooseReply, error)
-	// Fetch reads one page of partition p's data from node from, for a
-	// proposal at ballot that expects the data at position pos; next is nil
-	// after the last page.
-	Fetch(ctx context.Context, from string, p int, ballot epoch.Epoch, pos store.Position, after []byte) (entries []store.Entry, next []byte, err error)
+	// PreCopy asks node to to copy a partition ahead of a proposal (see
+	// PreCopy); a reply that is not Done means it is still being fetched.
+	PreCopy(ctx context.Context, to string, req PreCopy) (SyncReply, error)
+	// Fetch reads one page of a partition's data from node from (see
+	// FetchRequest); Page.Next is nil after the last page.
+	Fetch(ctx context.Context, from string, req FetchRequest) (Page, error)
 	// Handoff asks node to to acquire a partition now (graceful Leave).
 	Handoff(ctx context.Context, to string, req Handoff) error
 	// Replicate sends an owner's batches to a replica of their claims and

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/singlewriter/singlewriter/epoch"
 	"github.com/singlewriter/singlewriter/ring"
 	"github.com/singlewriter/singlewriter/store"
 	"github.com/stretchr/testify/require"
@@ -27,7 +26,7 @@ type slowSource struct {
 	handoffs []Handoff
 }
 
-func (s *slowSource) Fetch(ctx context.Context, _ string, _ int, _ epoch.Epoch, _ store.Position, _ []byte) ([]store.Entry, []byte, error) {
+func (s *slowSource) Fetch(ctx context.Context, _ string, _ FetchRequest) (Page, error) {
 	select {
 	case s.fetching <- struct{}{}:
 	default:
@@ -35,12 +34,12 @@ func (s *slowSource) Fetch(ctx context.Context, _ string, _ int, _ epoch.Epoch, 
 	select {
 	case <-s.release:
 		if s.page != nil {
-			return s.page, nil, nil
+			return Page{Entries: s.page}, nil
 		}
-		return nil, nil, context.Canceled
+		return Page{}, context.Canceled
 	case <-ctx.Done():
 		s.gaveUp.Add(1)
-		return nil, nil, ctx.Err()
+		return Page{}, ctx.Err()
 	}
 }
 

@@ -146,25 +146,43 @@ func (o *Owner) learn(ctx context.Context, p int, c store.Claim) error {
 	return nil
 }
 
-// HandleFetch serves one page of partition p's data to a proposal at
-// ballot that expects it at position pos. It refuses once a higher ballot
-// was promised here (the data may then move on, and that proposal cannot be
-// chosen anyway) or when the data is not at pos (it was dropped or moved
-// on), so a copy is always of the data the proposal chose.
-func (o *Owner) HandleFetch(p int, ballot epoch.Epoch, pos store.Position, after []byte) ([]store.Entry, []byte, error) {
+// HandleFetch serves one page of a partition's data (see FetchRequest).
+// Unless the request is live, it refuses once a higher ballot than the
+// request's was promised here (the data may then move on, and that
+// proposal cannot be chosen anyway) or when the data is not at the
+// request's position (it was dropped or moved on), so a copy is always of
+// the data the proposal chose.
+func (o *Owner) HandleFetch(req FetchRequest) (Page, error) {
+	p := req.P
 	if err := o.checkPartition(p); err != nil {
-		return nil, nil, err
+		return Page{}, err
+	}
+	pg := Page{Tracker: req.Tracker}
+	var err error
+	if req.Live {
+		if pg.Tracker == 0 && req.After == nil {
+			if pg.Tracker, err = o.store.Track(p); err != nil {
+				return Page{}, err
+			}
+		}
+		pg.Entries, pg.Next, err = o.store.ExportLive(p, pg.Tracker, req.After, FetchPageBytes)
+		return pg, err
 	}
 	m, err := o.store.Meta(p)
 	if err != nil {
-		return nil, nil, err
+		return Page{}, err
 	}
-	if err := epoch.CheckWrite(m.Promised, ballot); err != nil {
-		return nil, nil, err
+	if err := epoch.CheckWrite(m.Promised, req.Ballot); err != nil {
+		return Page{}, err
 	}
-	// Export checks pos in the transaction that reads the page: a drop or
-	// an install may commit after the meta above was read.
-	return o.store.Export(p, pos, after, FetchPageBytes)
+	// Both exports check the position in the transaction that reads the
+	// page: a drop or an install may commit after the meta above was read.
+	if req.Tracker != 0 {
+		pg.Entries, pg.Next, err = o.store.ExportChanges(p, req.Tracker, req.Pos, req.After, FetchPageBytes)
+	} else {
+		pg.Entries, pg.Next, err = o.store.Export(p, req.Pos, req.After, FetchPageBytes)
+	}
+	return pg, err
 }
 
 // HandleHandoff starts acquiring partition req.P now, with replica set

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/singlewriter/singlewriter/epoch"
 	"github.com/singlewriter/singlewriter/store"
 	"github.com/stretchr/testify/require"
 )
@@ -77,12 +76,20 @@ func (t meshNode) Choose(ctx context.Context, to string, req Choose) (ChooseRepl
 	return n.HandleChoose(ctx, req)
 }
 
-func (t meshNode) Fetch(_ context.Context, from string, p int, ballot epoch.Epoch, pos store.Position, after []byte) ([]store.Entry, []byte, error) {
+func (t meshNode) PreCopy(ctx context.Context, to string, req PreCopy) (SyncReply, error) {
+	n, err := t.m.route(t.self, to, "pre-copy")
+	if err != nil {
+		return SyncReply{}, err
+	}
+	return n.HandlePreCopy(ctx, req)
+}
+
+func (t meshNode) Fetch(_ context.Context, from string, req FetchRequest) (Page, error) {
 	n, err := t.m.route(t.self, from, "fetch")
 	if err != nil {
-		return nil, nil, err
+		return Page{}, err
 	}
-	return n.HandleFetch(p, ballot, pos, after)
+	return n.HandleFetch(req)
 }
 
 func (t meshNode) Handoff(_ context.Context, to string, req Handoff) error {

@@ -82,6 +82,58 @@ type Sync struct {
 	Wait time.Duration
 }
 
+// PreCopy asks a node that the proposer will make a replica of partition
+// P, and that holds no copy of it, to copy it from Source, the owner of
+// the claim being replaced, while Source still serves it. The proposer
+// waits for the pre-copy before its Prepare drains Source; the node's Sync
+// then fetches only the entries that changed since (see FetchRequest), so
+// the partition is unserved for the time it takes to send those rather
+// than the whole partition. A pre-copy is only a head start: if it failed,
+// or Source can no longer tell what changed, the Sync copies the whole
+// partition as it would have.
+type PreCopy struct {
+	// P is the partition.
+	P int
+	// Source is the node to copy from.
+	Source string
+	// Wait is as Sync's: how long the node may hold its answer while the
+	// copy is being fetched (zero: until it ends).
+	Wait time.Duration
+}
+
+// FetchRequest asks a node for one page of a partition's data.
+type FetchRequest struct {
+	// P is the partition.
+	P int
+	// Live asks for the data as it is now, while it may still be written
+	// (a pre-copy): Ballot and Pos are not checked. A first page (After
+	// nil) with Tracker zero starts a tracker of what changes from then
+	// on, returned in the Page.
+	Live bool
+	// Ballot and Pos, unless Live, are the proposal's ballot and the
+	// position it expects the data at: the node refuses once it promised
+	// a higher ballot, or when its data is elsewhere.
+	Ballot epoch.Epoch
+	Pos    store.Position
+	// Tracker names the node's tracker started by a pre-copy: live, the
+	// pre-copy's next page; otherwise, the entries that changed since it
+	// started, as they are at Pos (store.ExportChanges). Zero, not live:
+	// the whole partition.
+	Tracker uint64
+	// After is the cursor of the page before (nil: the first page).
+	After []byte
+}
+
+// Page answers a FetchRequest.
+type Page struct {
+	// Entries are the page's entries.
+	Entries []store.Entry
+	// Next is the cursor of the next page, nil after the last one.
+	Next []byte
+	// Tracker is the tracker a live first page started.
+	Tracker uint64
+}
+
 // SyncReply answers a Sync.
 type SyncReply struct {
 	// Done reports that the target holds the copy at the Sync's position;

@@ -2,6 +2,7 @@ package owner
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -57,6 +58,9 @@ type partition struct {
 	lagging     bool
 	stalled     bool
 	servedSince time.Time
+	// laggards are the replicas known to have missed a batch of the
+	// served claim (a resync pre-copies to them).
+	laggards []string
 	// resyncs counts this node's resyncs of the partition in a row (claims
 	// started as the successor of a claim it served while a replica
 	// lagged); see dueResync.
@@ -73,6 +77,9 @@ type partition struct {
 	// copyJob), nil once its outcome was reported; a backup that is
 	// copying does not ask for a copy.
 	copy *copyJob
+	// pre is the pre-copy of this partition fetched or kept here (see
+	// preCopy), nil if none.
+	pre *preCopy
 	// yield, set while an attempt holds a slot of the Owner's semaphore,
 	// gives that slot back early (see drive).
 	yield func()
@@ -105,12 +112,13 @@ func (pt *partition) wakeTurn(n uint64) {
 	}
 }
 
-// markLagging records that a replica missed a batch at epoch e;
-// stalled, that too few replicas confirmed it for a majority. A batch of
-// an older claim than the one served says nothing about the current
-// replicas: it is ignored. A mark before serving began is kept for start:
-// a replica that missed the start marker lags from the first.
-func (pt *partition) markLagging(e epoch.Epoch, stalled bool) {
+// markLagging records that a replica, named in missed if known, missed a
+// batch at epoch e; stalled, that too few replicas confirmed it for a
+// majority. A batch of an older claim than the one served says nothing
+// about the current replicas: it is ignored. A mark before serving began
+// is kept for start: a replica that missed the start marker lags from
+// the first.
+func (pt *partition) markLagging(e epoch.Epoch, stalled bool, missed ...string) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	if !pt.serving {
@@ -122,6 +130,19 @@ func (pt *partition) markLagging(e epoch.Epoch, stalled bool) {
 	}
 	pt.lagging = true
 	pt.stalled = pt.stalled || stalled
+	for _, r := range missed {
+		if !slices.Contains(pt.laggards, r) {
+			pt.laggards = append(pt.laggards, r)
+		}
+	}
+}
+
+// lagged returns the replicas known to have missed a batch of the served
+// claim.
+func (pt *partition) lagged() []string {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	return slices.Clone(pt.laggards)
 }
 
 // dueResync reports whether a new claim should resync the served claim's
@@ -328,6 +349,7 @@ func (pt *partition) start(c store.Claim, pos store.Position, fenced func() bool
 		pt.resyncs = 0
 	}
 	pt.serving, pt.claim, pt.pos, pt.lagging, pt.stalled, pt.servedSince = true, c, pos, pt.lagsBefore == c.Epoch, false, time.Now()
+	pt.laggards = nil
 	pt.revokeStoppedBelowLocked(c.Epoch)
 	pt.servingCtx, pt.revoke = context.WithCancelCause(context.Background())
 	return true

@@ -72,6 +72,8 @@ type Proposer struct {
 	// own is the value proposed when no replica reports an accepted one.
 	own   store.Claim
 	phase Phase
+	// prefer is the Syncs' source among equals (PreferSource).
+	prefer string
 
 	// value is the proposal being synced, accepted and announced.
 	value    store.Claim
@@ -129,6 +131,11 @@ func (a *Proposer) successor(ballot epoch.Epoch, owner string, replicas []string
 		BaseReplicas: slices.Clone(a.base.Replicas),
 	}
 }
+
+// PreferSource makes the Syncs copy from node name if it is among the
+// promisers with the highest position: the replicas pre-copied from it,
+// and it alone can send them what changed since (see PreCopy).
+func (a *Proposer) PreferSource(name string) { a.prefer = name }
 
 // Ballot is the attempt's ballot: the epoch of the claim it would create.
 func (a *Proposer) Ballot() epoch.Epoch { return a.ballot }
@@ -294,7 +301,7 @@ func (a *Proposer) startSync() []Message {
 		if acc := m.Accepted; acc.Owner != "" && acc.Base == a.base.Epoch && acc.Epoch > best.Epoch {
 			best = acc
 		}
-		if source == "" || pos.Less(m.Position) {
+		if source == "" || pos.Less(m.Position) || m.Position == pos && from == a.prefer {
 			source, pos = from, m.Position
 		}
 	}

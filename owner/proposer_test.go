@@ -197,3 +197,20 @@ func TestProposerMakesFinalTheClaimEveryPromiserAccepted(t *testing.T) {
 		require.Equal(t, Syncing, b.Phase())
 	}
 }
+
+func TestProposerCopiesFromThePreferredSourceAmongTheMostAdvanced(t *testing.T) {
+	at, behind := store.Position{Epoch: 4, LSN: 9}, store.Position{Epoch: 4, LSN: 8}
+	for _, c := range []struct {
+		prefer string
+		bAt    store.Position
+		want   string
+	}{{"", at, "a"}, {"b", at, "b"}, {"c", at, "a"}, {"b", behind, "a"}} {
+		a := NewProposer(0, "d", base3, 0, []string{"d", "a", "b"})
+		a.PreferSource(c.prefer)
+		a.Start()
+		require.Nil(t, a.OnPromise("a", promise(chosenAt(base3, 5, at))))
+		syncs := a.OnPromise("b", promise(chosenAt(base3, 5, c.bAt)))
+		require.NotEmpty(t, syncs)
+		require.Equal(t, c.want, syncs[0].Sync.Source, "preferring %q, b at %v", c.prefer, c.bAt)
+	}
+}

@@ -132,9 +132,10 @@ func (o *Owner) replicate(b *store.Batch, local *store.Pending, others []string)
 	n := len(others) + 1
 	results := make(chan error, n) // room for every answer: late ones are dropped
 	var refused []error            // by the streams, at once
+	var refusers []string
 	for _, to := range others {
 		if err := o.push(o.stream(to), b, results); err != nil {
-			refused = append(refused, err)
+			refused, refusers = append(refused, err), append(refusers, to)
 		}
 	}
 	o.wg.Go(func() {
@@ -154,7 +155,7 @@ func (o *Owner) replicate(b *store.Batch, local *store.Pending, others []string)
 				}
 			}
 			if len(errs) > 0 {
-				pt.markLagging(b.Epoch, false)
+				pt.markLagging(b.Epoch, false, refusers...)
 			}
 			if acks >= need {
 				return

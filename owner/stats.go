@@ -18,19 +18,28 @@ type Stats struct {
 	// DrainTimeouts counts drains that ended with calls still in flight,
 	// whose commits are then fenced.
 	DrainTimeouts uint64
+	// CopiesInstalled counts the copies of a partition this node installed
+	// for a proposal, each fetched whole from its source.
+	CopiesInstalled uint64
+	// PreCopiesInstalled counts the copies this node installed from a
+	// pre-copy and the entries that changed since (see PreCopy).
+	PreCopiesInstalled uint64
 }
 
 // counters are the live Stats.
 type counters struct {
 	acquired, failedAcquires, refusedPrepares, drainTimeouts atomic.Uint64
+	copiesInstalled, preCopiesInstalled                      atomic.Uint64
 }
 
 // Stats returns the node's protocol counters.
 func (o *Owner) Stats() Stats {
 	return Stats{
-		Acquired:        o.stats.acquired.Load(),
-		FailedAcquires:  o.stats.failedAcquires.Load(),
-		RefusedPrepares: o.stats.refusedPrepares.Load(),
-		DrainTimeouts:   o.stats.drainTimeouts.Load(),
+		Acquired:           o.stats.acquired.Load(),
+		FailedAcquires:     o.stats.failedAcquires.Load(),
+		RefusedPrepares:    o.stats.refusedPrepares.Load(),
+		DrainTimeouts:      o.stats.drainTimeouts.Load(),
+		CopiesInstalled:    o.stats.copiesInstalled.Load(),
+		PreCopiesInstalled: o.stats.preCopiesInstalled.Load(),
 	}
 }

@@ -141,16 +141,16 @@ func (o *Owner) send(s *stream) {
 		if err == nil && len(errs) != len(next) {
 			err = fmt.Errorf("owner: replica %s answered %d outcomes for %d batches", s.to, len(errs), len(next))
 		}
-		o.markMissed(s.deliver(next, errs, err))
+		o.markMissed(s.to, s.deliver(next, errs, err))
 	}
 }
 
-// markMissed marks the partitions of batches a replica did not confirm as
-// lagging. It is where a replica's answer that came after its batch's
+// markMissed marks the partitions of batches replica to did not confirm
+// as lagging. It is where a replica's answer that came after its batch's
 // outcome was known counts (see replicate).
-func (o *Owner) markMissed(batches []*store.Batch) {
+func (o *Owner) markMissed(to string, batches []*store.Batch) {
 	for _, b := range batches {
-		o.parts[b.Partition].markLagging(b.Epoch, false)
+		o.parts[b.Partition].markLagging(b.Epoch, false, to)
 	}
 }
 

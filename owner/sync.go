@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/singlewriter/singlewriter/epoch"
@@ -15,19 +16,52 @@ import (
 // bounded by RequestTimeout, the copy only by the progress of its pages.
 func (o *Owner) syncReplica(to string, req Sync) error {
 	req.Wait = o.cfg.RequestTimeout / 2
+	return o.askUntilDone(func(ctx context.Context) (SyncReply, error) {
+		if to == o.cfg.Self {
+			return o.HandleSync(ctx, req)
+		}
+		return o.cfg.Transport.Sync(ctx, to, req)
+	})
+}
+
+// askUntilDone asks (a Sync or a PreCopy), each time within
+// RequestTimeout, until the answer is Done or an error.
+func (o *Owner) askUntilDone(ask func(ctx context.Context) (SyncReply, error)) error {
 	for {
 		ctx, cancel := context.WithTimeout(o.ctx, o.cfg.RequestTimeout)
-		var r SyncReply
-		var err error
-		if to == o.cfg.Self {
-			r, err = o.HandleSync(ctx, req)
-		} else {
-			r, err = o.cfg.Transport.Sync(ctx, to, req)
-		}
+		r, err := ask(ctx)
 		cancel()
 		if err != nil || r.Done {
 			return err
 		}
+	}
+}
+
+// waitDone waits until done is closed, at most wait (zero: no bound),
+// and returns ctx's error if ctx ends first.
+func waitDone(ctx context.Context, done <-chan struct{}, wait time.Duration) error {
+	var timeout <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-done:
+	case <-timeout:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// ended reports whether done is closed.
+func ended(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -136,16 +170,6 @@ type copyJob struct {
 	err  error
 }
 
-// ended reports whether the copy ended.
-func (j *copyJob) ended() bool {
-	select {
-	case <-j.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // copyFor returns the copy of the partition fetched for req, if any: one
 // still running, or one that ended that no Sync has reported yet.
 func (pt *partition) copyFor(req Sync) *copyJob {
@@ -161,7 +185,21 @@ func (pt *partition) copyFor(req Sync) *copyJob {
 func (pt *partition) copying() bool {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	return pt.copy != nil && !pt.copy.ended()
+	return pt.copy != nil && !ended(pt.copy.done)
+}
+
+// lockOpen locks partition p's state, and Close out (closeMu, for
+// reading), unless the Owner is closed: a goroutine started meanwhile is
+// waited for by Close. unlock releases both.
+func (o *Owner) lockOpen(p int) (pt *partition, unlock func(), err error) {
+	o.closeMu.RLock()
+	if o.closed {
+		o.closeMu.RUnlock()
+		return nil, nil, ErrClosed
+	}
+	pt = o.parts[p]
+	pt.mu.Lock()
+	return pt, func() { pt.mu.Unlock(); o.closeMu.RUnlock() }, nil
 }
 
 // startCopy starts fetching the copy req asks for, replacing (cancelling)
@@ -170,16 +208,13 @@ func (pt *partition) copying() bool {
 // copy for a higher ballot runs. The new copy starts once the one it
 // replaces ended, so two copies of a partition never run at once here.
 func (o *Owner) startCopy(req Sync, replaced store.Position) (*copyJob, error) {
-	o.closeMu.RLock()
-	defer o.closeMu.RUnlock()
-	if o.closed {
-		return nil, ErrClosed
+	pt, unlock, err := o.lockOpen(req.P)
+	if err != nil {
+		return nil, err
 	}
-	pt := o.parts[req.P]
-	pt.mu.Lock()
-	defer pt.mu.Unlock()
+	defer unlock()
 	prev := pt.copy
-	if prev != nil && !prev.ended() {
+	if prev != nil && !ended(prev.done) {
 		if prev.ballot >= req.Ballot {
 			return nil, fmt.Errorf("owner: sync of partition %d refused: a copy for ballot %d is being fetched", req.P, prev.ballot)
 		}
@@ -205,18 +240,8 @@ func (o *Owner) startCopy(req Sync, replaced store.Position) (*copyJob, error) {
 // ends) or until ctx ends. A copy that ended is reported once: the next
 // Sync starts a new one.
 func (o *Owner) awaitCopy(ctx context.Context, req Sync, j *copyJob) (SyncReply, error) {
-	var wait <-chan time.Time
-	if req.Wait > 0 {
-		t := time.NewTimer(req.Wait)
-		defer t.Stop()
-		wait = t.C
-	}
-	select {
-	case <-j.done:
-	case <-wait:
-		return SyncReply{}, nil
-	case <-ctx.Done():
-		return SyncReply{}, ctx.Err()
+	if err := waitDone(ctx, j.done, req.Wait); err != nil || !ended(j.done) {
+		return SyncReply{}, err
 	}
 	pt := o.parts[req.P]
 	pt.mu.Lock()
@@ -236,39 +261,77 @@ func (o *Owner) awaitCopy(ctx context.Context, req Sync, j *copyJob) (SyncReply,
 // never holds half a copy. The install is refused if this replica's data
 // moved from replaced, the position HandleSync checked (no data written
 // after the proposal's base): a batch applied meanwhile, of a claim chosen
-// while the copy ran, may hold acknowledged writes the copy lacks.
+// while the copy ran, may hold acknowledged writes the copy lacks. A
+// pre-copy from req's source over replaced is completed with the entries
+// that changed since it started instead (see PreCopy); if the source can
+// no longer send them, the whole partition is copied.
 func (o *Owner) fetchCopy(ctx context.Context, req Sync, replaced store.Position) error {
+	if pre := o.parts[req.P].takePreCopy(req.Source, replaced); pre != nil {
+		defer o.discard(req.P, pre.copy)
+		n, _, err := o.fetchInto(ctx, pre.copy, req.Source, FetchRequest{P: req.P, Ballot: req.Ballot, Pos: req.Pos, Tracker: pre.tracker}, o.cfg.RequestTimeout)
+		if err == nil {
+			o.cfg.Logger.Info("completing a pre-copied partition", "partition", req.P, "ballot", req.Ballot, "source", req.Source, "position", req.Pos, "changed", n, "replaced", replaced)
+			return o.install(ctx, req, pre.copy, &o.stats.preCopiesInstalled)
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		o.cfg.Logger.Info("a pre-copy could not be completed: copying the whole partition", "partition", req.P, "source", req.Source, "err", err)
+	}
 	c, err := o.store.NewCopy(req.P, replaced)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := c.Discard(); err != nil {
-			o.cfg.Logger.Warn("discarding a partition copy failed", "partition", req.P, "err", err)
-		}
-	}()
-	entries := 0
-	for after := []byte(nil); ; {
-		fctx, cancel := context.WithTimeout(ctx, o.cfg.RequestTimeout)
-		page, next, err := o.cfg.Transport.Fetch(fctx, req.Source, req.P, req.Ballot, req.Pos, after)
-		cancel()
-		if err != nil {
-			return err
-		}
-		if err := c.Add(ctx, page); err != nil {
-			return err
-		}
-		entries += len(page)
-		if next == nil {
-			break
-		}
-		after = next
+	defer o.discard(req.P, c)
+	n, _, err := o.fetchInto(ctx, c, req.Source, FetchRequest{P: req.P, Ballot: req.Ballot, Pos: req.Pos}, o.cfg.RequestTimeout)
+	if err != nil {
+		return err
 	}
-	o.cfg.Logger.Info("copying partition", "partition", req.P, "ballot", req.Ballot, "base", req.Base.Epoch, "source", req.Source, "position", req.Pos, "entries", entries, "replaced", replaced)
+	o.cfg.Logger.Info("copying partition", "partition", req.P, "ballot", req.Ballot, "base", req.Base.Epoch, "source", req.Source, "position", req.Pos, "entries", n, "replaced", replaced)
+	return o.install(ctx, req, c, &o.stats.copiesInstalled)
+}
+
+// install installs copy c of req's partition at req's ballot and
+// position, and counts it in installed.
+func (o *Owner) install(ctx context.Context, req Sync, c *store.Copy, installed *atomic.Uint64) error {
 	if err := c.Install(ctx, req.Ballot, req.Pos); err != nil {
 		o.parts[req.P].forgetQueued()
 		return err
 	}
 	o.parts[req.P].installed(req.Pos)
+	installed.Add(1)
 	return nil
+}
+
+// fetchInto fetches the pages of req from node from into c, each within
+// RequestTimeout, the first within first, and returns how many entries it
+// added and the tracker a live request's first page started (else
+// req.Tracker).
+func (o *Owner) fetchInto(ctx context.Context, c *store.Copy, from string, req FetchRequest, first time.Duration) (entries int, tracker uint64, err error) {
+	for timeout := first; ; timeout = o.cfg.RequestTimeout {
+		fctx, cancel := context.WithTimeout(ctx, timeout)
+		pg, err := o.cfg.Transport.Fetch(fctx, from, req)
+		cancel()
+		if err != nil {
+			return entries, req.Tracker, err
+		}
+		if req.Tracker == 0 {
+			req.Tracker = pg.Tracker
+		}
+		if err := c.Add(ctx, pg.Entries); err != nil {
+			return entries, req.Tracker, err
+		}
+		entries += len(pg.Entries)
+		if pg.Next == nil {
+			return entries, req.Tracker, nil
+		}
+		req.After = pg.Next
+	}
+}
+
+// discard drops copy c of partition p, installed or not.
+func (o *Owner) discard(p int, c *store.Copy) {
+	if err := c.Discard(); err != nil {
+		o.cfg.Logger.Warn("discarding a partition copy failed", "partition", p, "err", err)
+	}
 }

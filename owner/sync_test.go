@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/singlewriter/singlewriter/epoch"
 	"github.com/singlewriter/singlewriter/ring"
 	"github.com/singlewriter/singlewriter/store"
 	"github.com/stretchr/testify/require"
@@ -23,8 +22,8 @@ import (
 // source that is down.
 type unreachableSource struct{ Transport }
 
-func (unreachableSource) Fetch(context.Context, string, int, epoch.Epoch, store.Position, []byte) ([]store.Entry, []byte, error) {
-	return nil, nil, errors.New("source unreachable")
+func (unreachableSource) Fetch(context.Context, string, FetchRequest) (Page, error) {
+	return Page{}, errors.New("source unreachable")
 }
 
 // syncCopy sends o a Sync with no Wait, which answers once the copy ended,
@@ -107,12 +106,13 @@ type pagedSource struct {
 	pages  int
 }
 
-func (f *pagedSource) Fetch(_ context.Context, _ string, p int, _ epoch.Epoch, pos store.Position, after []byte) ([]store.Entry, []byte, error) {
+func (f *pagedSource) Fetch(_ context.Context, _ string, req FetchRequest) (Page, error) {
 	f.pages++
 	if f.pages == f.failAt {
-		return nil, nil, errors.New("source went down")
+		return Page{}, errors.New("source went down")
 	}
-	return f.src.Export(p, pos, after, 64)
+	entries, next, err := f.src.Export(req.P, req.Pos, req.After, 64)
+	return Page{Entries: entries, Next: next}, err
 }
 
 // A sync stages the copy page by page: a source lost halfway leaves the
@@ -222,14 +222,14 @@ type pacedFetches struct {
 	pages   atomic.Int32
 }
 
-func (f *pacedFetches) Fetch(ctx context.Context, from string, p int, ballot epoch.Epoch, pos store.Position, after []byte) ([]store.Entry, []byte, error) {
+func (f *pacedFetches) Fetch(ctx context.Context, from string, req FetchRequest) (Page, error) {
 	select {
 	case <-f.notDone:
 	case <-ctx.Done():
-		return nil, nil, ctx.Err()
+		return Page{}, ctx.Err()
 	}
 	f.pages.Add(1)
-	return f.Transport.Fetch(ctx, from, p, ballot, pos, after)
+	return f.Transport.Fetch(ctx, from, req)
 }
 
 // syncAnswers is a Transport that reports every Sync answer that says the

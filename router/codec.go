@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/singlewriter/singlewriter/epoch"
 	"github.com/singlewriter/singlewriter/internal/wire"
 	"github.com/singlewriter/singlewriter/owner"
 	"github.com/singlewriter/singlewriter/store"
@@ -20,6 +19,7 @@ const (
 	msgFetch
 	msgHandoff
 	msgReplicate
+	msgPreCopy
 )
 
 // status is the outcome of a call at the node that received it.
@@ -108,60 +108,4 @@ func decodeCallResponse(b []byte) (callResponse, error) {
 		return r, fmt.Errorf("router: decode call response: %w", err)
 	}
 	return r, nil
-}
-
-// fetchRequest asks for one page of a partition's data, expected at Pos,
-// for a proposal at Ballot.
-type fetchRequest struct {
-	P      int
-	Ballot epoch.Epoch
-	Pos    store.Position
-	After  []byte
-}
-
-func (r fetchRequest) encode() []byte {
-	var e wire.Encoder
-	e.Uvarint(uint64(r.P))
-	e.Uvarint(uint64(r.Ballot))
-	owner.EncodePosition(&e, r.Pos)
-	e.Bytes(r.After)
-	return e.Out()
-}
-
-func decodeFetchRequest(b []byte) (fetchRequest, error) {
-	d := wire.NewDecoder(b)
-	r := fetchRequest{P: owner.DecodePartition(d), Ballot: epoch.Epoch(d.Uvarint()), Pos: owner.DecodePosition(d), After: d.Bytes()}
-	if err := d.Finish(); err != nil {
-		return r, fmt.Errorf("router: decode fetch: %w", err)
-	}
-	return r, nil
-}
-
-func encodePage(entries []store.Entry, next []byte) []byte {
-	var e wire.Encoder
-	e.Bytes(next)
-	e.Uvarint(uint64(len(entries)))
-	for _, en := range entries {
-		e.Uint8(uint8(en.Kind))
-		e.Bytes(en.Key)
-		e.Bytes(en.Value)
-	}
-	return e.Out()
-}
-
-func decodePage(b []byte) ([]store.Entry, []byte, error) {
-	d := wire.NewDecoder(b)
-	next := d.Bytes()
-	n := d.Uvarint()
-	var entries []store.Entry
-	for i := uint64(0); i < n && d.Err() == nil; i++ {
-		entries = append(entries, store.Entry{Kind: store.EntryKind(d.Uint8()), Key: d.Bytes(), Value: d.Bytes()})
-	}
-	if err := d.Finish(); err != nil {
-		return nil, nil, fmt.Errorf("router: decode page: %w", err)
-	}
-	if len(next) == 0 {
-		next = nil
-	}
-	return entries, next, nil
 }

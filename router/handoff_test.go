@@ -2,7 +2,9 @@ package router
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -156,6 +158,45 @@ func TestLeavingNodesLeaveTheReplicaSetsTheyBackUp(t *testing.T) {
 					_, err := stay.Call(ctx, key, "inc", nil)
 					require.NoError(t, err, "partition %d", p)
 				}
+			}
+		})
+	}
+}
+
+// A node that joins takes over, as owner or replica, partitions that hold
+// data: each one's new replicas copy it while its owner still serves it,
+// and once the owner has promised they fetch only what changed since
+// (owner.PreCopy). Nothing is copied whole, and nothing is lost.
+func TestPartitionsMovingToAJoiningNodeArePreCopied(t *testing.T) {
+	for _, rf := range []int{1, 3} {
+		t.Run(fmt.Sprintf("rf%d", rf), func(t *testing.T) {
+			ctx := context.Background()
+			c := newReplicatedCluster(t, rf, rf, func(n *Node) {
+				n.Handle("inc", counter)
+				n.Handle("get", get)
+			})
+			const keys = 300
+			for i := range keys {
+				_, err := c.nodes[0].Call(ctx, fmt.Appendf(nil, "key-%d", i), "inc", nil)
+				require.NoError(t, err)
+			}
+			joined := c.add("new", false)
+			c.waitConverged()
+
+			moved := 0
+			for p := range joined.cfg.Partitions {
+				if cl, _ := joined.Owner(p); slices.Contains(cl.Replicas, "new") {
+					moved++
+				}
+			}
+			require.Positive(t, moved)
+			st := joined.Stats()
+			require.Equal(t, uint64(moved), st.PreCopiesInstalled, "every partition the new node holds was pre-copied")
+			require.Zero(t, st.CopiesInstalled, "none was copied whole")
+			for i := range keys {
+				v, err := joined.Call(ctx, fmt.Appendf(nil, "key-%d", i), "get", nil)
+				require.NoError(t, err)
+				require.Equal(t, uint64(1), binary.BigEndian.Uint64(v), "key-%d", i)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/singlewriter/singlewriter/internal/wire"
@@ -34,7 +35,7 @@ func TestPageOfManySmallEntriesFitsTheFrame(t *testing.T) {
 	for {
 		entries, next, err := s.Export(1, pos, after, owner.FetchPageBytes)
 		require.NoError(t, err)
-		require.LessOrEqual(t, wire.HeaderSize+len(encodePage(entries, next)), frameLimit(defaultMaxPayload))
+		require.LessOrEqual(t, wire.HeaderSize+len(owner.Page{Entries: entries, Next: next, Tracker: math.MaxUint64}.Encode()), frameLimit(defaultMaxPayload))
 		pages++
 		if next == nil {
 			break
@@ -67,5 +68,5 @@ func TestPageOfTheLargestEntryFitsTheFrame(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
 	require.NotNil(t, next)
-	require.LessOrEqual(t, wire.HeaderSize+len(encodePage(entries, next)), frameLimit(defaultMaxPayload))
+	require.LessOrEqual(t, wire.HeaderSize+len(owner.Page{Entries: entries, Next: next, Tracker: math.MaxUint64}.Encode()), frameLimit(defaultMaxPayload))
 }

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/singlewriter/singlewriter/epoch"
 	"github.com/singlewriter/singlewriter/internal/rpc"
 	"github.com/singlewriter/singlewriter/owner"
-	"github.com/singlewriter/singlewriter/store"
 )
 
 // transport carries the owner's protocol messages over the node's RPC
@@ -60,13 +58,22 @@ func (t transport) Choose(ctx context.Context, to string, req owner.Choose) (own
 	return owner.DecodeChooseReply(b)
 }
 
-// Fetch implements owner.Transport.
-func (t transport) Fetch(ctx context.Context, from string, p int, ballot epoch.Epoch, pos store.Position, after []byte) ([]store.Entry, []byte, error) {
-	b, err := t.call(ctx, from, msgFetch, fetchRequest{P: p, Ballot: ballot, Pos: pos, After: after}.encode())
+// PreCopy implements owner.Transport.
+func (t transport) PreCopy(ctx context.Context, to string, req owner.PreCopy) (owner.SyncReply, error) {
+	b, err := t.call(ctx, to, msgPreCopy, req.Encode())
 	if err != nil {
-		return nil, nil, err
+		return owner.SyncReply{}, err
 	}
-	return decodePage(b)
+	return owner.DecodeSyncReply(b)
+}
+
+// Fetch implements owner.Transport.
+func (t transport) Fetch(ctx context.Context, from string, req owner.FetchRequest) (owner.Page, error) {
+	b, err := t.call(ctx, from, msgFetch, req.Encode())
+	if err != nil {
+		return owner.Page{}, err
+	}
+	return owner.DecodePage(b)
 }
 
 // Handoff implements owner.Transport. A refusal because the node is
@@ -133,16 +140,23 @@ func (n *Node) serve(ctx context.Context, typ uint8, body []byte) ([]byte, error
 		}
 		r, err := n.owner.HandleChoose(ctx, req)
 		return r.Encode(), err
+	case msgPreCopy:
+		req, err := owner.DecodePreCopy(body)
+		if err != nil {
+			return nil, err
+		}
+		r, err := n.owner.HandlePreCopy(ctx, req)
+		return r.Encode(), err
 	case msgFetch:
-		req, err := decodeFetchRequest(body)
+		req, err := owner.DecodeFetchRequest(body)
 		if err != nil {
 			return nil, err
 		}
-		entries, next, err := n.owner.HandleFetch(req.P, req.Ballot, req.Pos, req.After)
+		pg, err := n.owner.HandleFetch(req)
 		if err != nil {
 			return nil, err
 		}
-		return encodePage(entries, next), nil
+		return pg.Encode(), nil
 	case msgHandoff:
 		req, err := owner.DecodeHandoff(body)
 		if err != nil {

@@ -213,6 +213,7 @@ func (s *Store) applyBatch(b *Batch) applyFunc {
 				if err != nil {
 					return nil, err
 				}
+				s.noteChange(change{p: b.Partition, kind: KindData, key: w.Key})
 			}
 		}
 		if len(b.RequestID) > 0 {
@@ -223,6 +224,7 @@ func (s *Store) applyBatch(b *Batch) applyFunc {
 			if err := responses.Put(b.RequestID, encodeResponse(s.now(), b.Response)); err != nil {
 				return nil, err
 			}
+			s.noteChange(change{p: b.Partition, kind: KindResponse, key: b.RequestID})
 		}
 		return nil, nil
 	}

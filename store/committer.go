@@ -227,6 +227,7 @@ func (s *Store) commitSlow(group []*op) {
 	}
 	outcomes := make([]error, len(group))
 	flushed := false
+	s.changes = s.changes[:0]
 	changed := make(map[int]*metaEntry)
 	err := s.updatePublished(func(tx *bolt.Tx) error {
 		if !s.mem.empty() {
@@ -256,6 +257,7 @@ func (s *Store) commitSlow(group []*op) {
 		}
 		return nil
 	}, func() {
+		s.noteChanges()
 		s.fileChanged(nil)
 		for p, e := range changed {
 			if e == nil {

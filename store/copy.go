@@ -59,9 +59,9 @@ func (s *Store) NewCopy(p int, over Position) (*Copy, error) {
 
 // Add stages entries, in one transaction outside the committer: it waits
 // for bbolt's writer lock but not for the calls' commits, and readers do
-// not wait for it. Every entry is a put: a KindData entry with a nil Value
-// stores an empty value; a later entry with the same kind and key
-// replaces an earlier one.
+// not wait for it. A KindData entry with a nil Value stores an empty
+// value; a later entry with the same key replaces an earlier one, and a
+// KindDataDeleted or KindResponseDeleted entry deletes it.
 func (c *Copy) Add(ctx context.Context, entries []Entry) error {
 	if c.done {
 		return c.used()
@@ -88,6 +88,12 @@ func (c *Copy) Add(ctx context.Context, entries []Entry) error {
 			b, err := staged.CreateBucketIfNotExists(en.Kind.bucket())
 			if err != nil {
 				return err
+			}
+			if en.Kind.isDeletion() {
+				if err := b.Delete(en.Key); err != nil {
+					return err
+				}
+				continue
 			}
 			value := en.Value
 			if value == nil {
@@ -122,6 +128,7 @@ func (c *Copy) Install(ctx context.Context, e epoch.Epoch, pos Position) error {
 		if err := clearData(pt); err != nil {
 			return err
 		}
+		c.s.noteChange(change{p: c.p, replaced: true})
 		pt.meta.Position = pos
 		staging := tx.Bucket(stagingBucket)
 		var staged *bolt.Bucket

@@ -35,6 +35,11 @@ var (
 	// asked for.
 	ErrPosition = errors.New("store: batch does not follow the partition's position")
 
+	// ErrUntracked is returned by ExportLive and ExportChanges when their
+	// tracker is gone or gave up (see Track): what changed since it
+	// started is no longer known, and a copy must be made whole.
+	ErrUntracked = errors.New("store: changes of the partition not tracked")
+
 	// ErrCorrupt is returned by reads when a stored record cannot be decoded.
 	ErrCorrupt = errors.New("store: corrupt record")
 )

@@ -72,6 +72,7 @@ func (s *Store) commitFast(group []*op) {
 		s.memMu.Lock()
 		for _, wb := range accepted {
 			s.mem.apply(wb)
+			s.markBatch(wb.partition, wb.writes, wb.requestID)
 		}
 		for p, m := range moved {
 			s.metas[p] = metaEntry{meta: m}

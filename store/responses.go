@@ -128,6 +128,7 @@ func (s *Store) PruneResponses(ctx context.Context, olderThan time.Time) (int, e
 			if b == nil {
 				continue
 			}
+			p, _ := parsePartitionName(name)
 			var old [][]byte
 			err := b.ForEach(func(k, v []byte) error {
 				if len(v) >= responseHeader && int64(binary.BigEndian.Uint64(v)) < cutoff {
@@ -142,6 +143,7 @@ func (s *Store) PruneResponses(ctx context.Context, olderThan time.Time) (int, e
 				if err := b.Delete(k); err != nil {
 					return nil, err
 				}
+				s.noteChange(change{p: p, kind: KindResponse, key: k})
 			}
 			pruned += len(old)
 		}

@@ -102,6 +102,15 @@ type Store struct {
 	// that changed the file commits (see fileChanged).
 	fileIDs map[int][]byte
 	fileGen uint64
+	// trackers are the live trackers by ID (see Track); trackerSeq numbers
+	// them; trackedBytes counts what they recorded. Guarded by memMu.
+	trackers     map[uint64]*tracker
+	trackerSeq   uint64
+	trackedBytes int
+	// changes are the changes of the slow operations of the transaction
+	// the committer is running, for the trackers (noteChange). Owned by
+	// the committer.
+	changes []change
 	// closing is set when Close starts; reads check it first, because mem
 	// and metas outlive the file.
 	closing atomic.Bool
@@ -190,6 +199,7 @@ func Open(cfg Config) (*Store, error) {
 		noFlush:       cfg.noFlush,
 		mem:           newMemtable(),
 		fileIDs:       make(map[int][]byte),
+		trackers:      make(map[uint64]*tracker),
 		wake:          make(chan struct{}, 1),
 		stop:          make(chan struct{}),
 		exited:        make(chan struct{}),

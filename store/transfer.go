@@ -19,19 +19,36 @@ const (
 	// KindResponse is a dedup record: a request ID and its stored record
 	// (timestamp included), opaque to callers.
 	KindResponse EntryKind = 2
+	// KindDataDeleted is a data key that is absent, with no value
+	// (ExportChanges: deleted since the tracker started).
+	KindDataDeleted EntryKind = 3
+	// KindResponseDeleted is a request ID whose dedup record is absent,
+	// with no value (ExportChanges: pruned since the tracker started).
+	KindResponseDeleted EntryKind = 4
 )
 
 // bucket returns the partition sub-bucket holding entries of kind k, nil
 // for an unknown kind.
 func (k EntryKind) bucket() []byte {
 	switch k {
-	case KindData:
+	case KindData, KindDataDeleted:
 		return dataBucket
-	case KindResponse:
+	case KindResponse, KindResponseDeleted:
 		return responsesBucket
 	}
 	return nil
 }
+
+// deleted returns the kind that says an entry of kind k is absent.
+func (k EntryKind) deleted() EntryKind {
+	if k == KindData {
+		return KindDataDeleted
+	}
+	return KindResponseDeleted
+}
+
+// isDeletion reports whether k says an entry is absent.
+func (k EntryKind) isDeletion() bool { return k == KindDataDeleted || k == KindResponseDeleted }
 
 // Entry is one record of a partition in a state transfer.
 type Entry struct {
@@ -64,41 +81,35 @@ const exportEntryOverhead = 16
 // page read after it would hand out an empty or different copy labelled
 // with the old position.
 func (s *Store) Export(p int, pos Position, after []byte, maxBytes int) (entries []Entry, next []byte, err error) {
-	if err := checkPartition(p); err != nil {
+	return s.export(p, func(pt *partition) error { return pt.checkAt(pos) }, after, maxBytes)
+}
+
+// export reads a page for Export and ExportLive, after check accepted the
+// partition in the page's transaction.
+func (s *Store) export(p int, check func(*partition) error, after []byte, maxBytes int) (entries []Entry, next []byte, err error) {
+	start, err := s.startPage(p, after, maxBytes)
+	if err != nil {
 		return nil, nil, err
-	}
-	if maxBytes <= 0 {
-		return nil, nil, fmt.Errorf("%w: maxBytes %d", ErrInvalid, maxBytes)
-	}
-	if err := s.flushPartition(p); err != nil {
-		return nil, nil, err
-	}
-	startKind, startKey := KindData, []byte(nil)
-	if after != nil {
-		if len(after) < 2 || EntryKind(after[0]).bucket() == nil {
-			return nil, nil, fmt.Errorf("%w: export cursor %x", ErrInvalid, after)
-		}
-		startKind, startKey = EntryKind(after[0]), after[1:]
 	}
 	err = s.view(func(tx *bolt.Tx) error {
 		pt, err := loadPartition(tx, p)
 		if err != nil {
 			return err
 		}
-		if err := pt.checkAt(pos); err != nil {
+		if err := check(pt); err != nil {
 			return err
 		}
 		used := 0
 		for _, kind := range []EntryKind{KindData, KindResponse} {
 			b := pt.sub(kind.bucket())
-			if kind < startKind || b == nil {
+			if kind < start.kind || b == nil {
 				continue
 			}
 			c := b.Cursor()
 			k, v := c.First()
-			if kind == startKind && startKey != nil {
-				k, v = c.Seek(startKey)
-				if bytes.Equal(k, startKey) {
+			if kind == start.kind && start.key != "" {
+				k, v = c.Seek([]byte(start.key))
+				if string(k) == start.key {
 					k, v = c.Next()
 				}
 			}
@@ -119,6 +130,35 @@ func (s *Store) Export(p int, pos Position, after []byte, maxBytes int) (entries
 		return nil, nil, err
 	}
 	return entries, next, nil
+}
+
+// startPage checks the arguments of a page's read, flushes partition p's
+// batches into the file (pages read the file), and returns where the page
+// starts.
+func (s *Store) startPage(p int, after []byte, maxBytes int) (trackedKey, error) {
+	if err := checkPartition(p); err != nil {
+		return trackedKey{}, err
+	}
+	if maxBytes <= 0 {
+		return trackedKey{}, fmt.Errorf("%w: maxBytes %d", ErrInvalid, maxBytes)
+	}
+	start, err := parseCursor(after)
+	if err != nil {
+		return trackedKey{}, err
+	}
+	return start, s.flushPartition(p)
+}
+
+// parseCursor decodes a page's cursor (nil: the start of the partition):
+// the kind and key of the last entry of the page before.
+func parseCursor(after []byte) (trackedKey, error) {
+	if after == nil {
+		return trackedKey{kind: KindData}, nil
+	}
+	if k := EntryKind(after[0]); len(after) < 2 || k != KindData && k != KindResponse {
+		return trackedKey{}, fmt.Errorf("%w: export cursor %x", ErrInvalid, after)
+	}
+	return trackedKey{kind: EntryKind(after[0]), key: string(after[1:])}, nil
 }
 
 // Keep is Copy.Install for a replica that already holds the copy: it
@@ -187,6 +227,7 @@ func (s *Store) Drop(ctx context.Context, p int, e epoch.Epoch) error {
 		if err := pt.saveMeta(tx); err != nil {
 			return nil, err
 		}
+		s.noteChange(change{p: p, replaced: true})
 		return nil, clearData(pt)
 	}))
 }
@@ -235,6 +276,9 @@ func checkEntry(en Entry) error {
 	}
 	if err := checkKey(en.Key); err != nil {
 		return err
+	}
+	if en.Kind.isDeletion() && len(en.Value) > 0 {
+		return fmt.Errorf("%w: deletion of %x with a value", ErrInvalid, en.Key)
 	}
 	if en.Kind == KindResponse && len(en.Value) < responseHeader {
 		return fmt.Errorf("%w: dedup record of %d bytes", ErrInvalid, len(en.Value))

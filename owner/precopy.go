@@ -1,0 +1,166 @@
+package owner
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/singlewriter/singlewriter/store"
+)
+
+// preCopy is a copy of a partition fetched here ahead of a proposal (see
+// PreCopy), kept for the Sync that completes it (fetchCopy).
+type preCopy struct {
+	// source is the node it is copied from; over is this node's position
+	// when it started, the data the copy replaces (store.NewCopy).
+	source string
+	over   store.Position
+	// cancel stops the fetch (a pre-copy from another source replaces it).
+	cancel context.CancelFunc
+	// done is closed when the fetch ended; then err is its outcome, and,
+	// without error, copy holds it and tracker names the source's tracker
+	// of what changed since it started.
+	done    chan struct{}
+	err     error
+	copy    *store.Copy
+	tracker uint64
+	// taken is closed when a Sync took the copy over (takePreCopy).
+	taken chan struct{}
+}
+
+// HandlePreCopy copies partition req.P from req.Source into a staged copy
+// kept for the Sync of the proposal that asked for it (see PreCopy),
+// waiting for it at most req.Wait: Done false means it is still being
+// fetched, and the same PreCopy asked again waits for the same copy. A
+// finished pre-copy is kept for twice a drain and a request's timeout
+// (the proposal's Prepare drains the source first), then discarded.
+func (o *Owner) HandlePreCopy(ctx context.Context, req PreCopy) (SyncReply, error) {
+	if err := o.checkPartition(req.P); err != nil {
+		return SyncReply{}, err
+	}
+	if req.Source == o.cfg.Self {
+		return SyncReply{}, fmt.Errorf("owner: pre-copy of partition %d from this node itself", req.P)
+	}
+	m, err := o.store.Meta(req.P)
+	if err != nil {
+		return SyncReply{}, err
+	}
+	j, err := o.startPreCopy(req, m.Position)
+	if err != nil {
+		return SyncReply{}, err
+	}
+	if err := waitDone(ctx, j.done, req.Wait); err != nil || !ended(j.done) {
+		return SyncReply{}, err
+	}
+	return SyncReply{Done: j.err == nil}, j.err
+}
+
+// startPreCopy returns the pre-copy of req over this node's position
+// over: the one running or kept, or a new one, which replaces (cancels) a
+// pre-copy from another source or over another position.
+func (o *Owner) startPreCopy(req PreCopy, over store.Position) (*preCopy, error) {
+	pt, unlock, err := o.lockOpen(req.P)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if j := pt.pre; j != nil {
+		if j.source == req.Source && j.over == over && (!ended(j.done) || j.err == nil) {
+			return j, nil
+		}
+		j.cancel()
+	}
+	ctx, cancel := context.WithCancel(o.ctx)
+	j := &preCopy{source: req.Source, over: over, cancel: cancel, done: make(chan struct{}), taken: make(chan struct{})}
+	pt.pre = j
+	o.wg.Go(func() {
+		defer cancel()
+		c, err := o.store.NewCopy(req.P, over)
+		if err == nil {
+			var n int
+			// A source that is paused, but not yet out of the ring, would
+			// hold the proposal back a RequestTimeout for nothing.
+			n, j.tracker, err = o.fetchInto(ctx, c, req.Source, FetchRequest{P: req.P, Live: true}, o.cfg.DrainTimeout)
+			o.cfg.Logger.Info("pre-copied partition", "partition", req.P, "source", req.Source, "entries", n, "err", err)
+		}
+		j.copy, j.err = c, err
+		close(j.done)
+		if err == nil {
+			kept := time.NewTimer(2 * (o.cfg.DrainTimeout + o.cfg.RequestTimeout))
+			defer kept.Stop()
+			select {
+			case <-j.taken:
+			case <-kept.C:
+			case <-ctx.Done():
+			}
+		}
+		pt.mu.Lock()
+		taken := ended(j.taken)
+		if pt.pre == j {
+			pt.pre = nil
+		}
+		pt.mu.Unlock()
+		if !taken && c != nil {
+			o.discard(req.P, c)
+		}
+	})
+	return j, nil
+}
+
+// takePreCopy hands over the finished pre-copy of the partition from
+// source over this node's position over, if there is one: the caller
+// completes it (and discards it).
+func (pt *partition) takePreCopy(source string, over store.Position) *preCopy {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	j := pt.pre
+	if j == nil || j.source != source || j.over != over || !ended(j.done) || j.err != nil || ended(j.taken) {
+		return nil
+	}
+	pt.pre = nil
+	close(j.taken)
+	return j
+}
+
+// preCopy has the replicas of the proposal that are not replicas of base,
+// and those in lagged (replicas of base this node, serving base, knows to
+// have missed a batch), copy partition p from base's owner while it still
+// serves it (see PreCopy), and waits for them: each as long as its copy
+// makes progress.
+// base's owner may be this node: it serves the partition until its own
+// Prepare drains it, and its new replicas copy from it meanwhile. It
+// returns the source, or "" if base's owner is gone (the ring no longer
+// lists it). A pre-copy that failed is not reported: its Sync copies the
+// whole partition.
+func (o *Owner) preCopy(p int, base store.Claim, replicas, lagged []string) string {
+	if base.Owner != o.cfg.Self {
+		if o.ring == nil {
+			return ""
+		}
+		if _, member := o.ring.Table().Member(base.Owner); !member {
+			return ""
+		}
+	}
+	var wg sync.WaitGroup
+	for _, r := range replicas {
+		if slices.Contains(base.Replicas, r) && !slices.Contains(lagged, r) {
+			continue
+		}
+		wg.Go(func() {
+			req := PreCopy{P: p, Source: base.Owner, Wait: o.cfg.RequestTimeout / 2}
+			err := o.askUntilDone(func(ctx context.Context) (SyncReply, error) {
+				if r == o.cfg.Self {
+					return o.HandlePreCopy(ctx, req)
+				}
+				return o.cfg.Transport.PreCopy(ctx, r, req)
+			})
+			if err != nil {
+				o.cfg.Logger.Debug("pre-copy failed; the sync copies the whole partition", "to", r, "partition", p, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+	return base.Owner
+}
