@@ -46,13 +46,16 @@ type Owner struct {
 	streamsMu sync.Mutex
 	streams   map[string]*stream
 
-	stats  counters
-	kicks  chan struct{}
-	sem    chan struct{}
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	once   sync.Once
+	stats counters
+	kicks chan struct{}
+	// sem bounds the attempts running at once, preCopies the pre-copies
+	// (an attempt gives its slot back while it pre-copies: preCopy).
+	sem       chan struct{}
+	preCopies chan struct{}
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	once      sync.Once
 	// closeMu orders Close against Submit, HandleHandoff and startCopy, which start
 	// goroutines for callers outside the Owner: they start them under the
 	// read lock once they saw closed unset, and Close sets closed under the
@@ -76,6 +79,7 @@ func New(cfg Config) (*Owner, error) {
 		parts:     make([]*partition, cfg.Partitions),
 		kicks:     make(chan struct{}, 1),
 		sem:       make(chan struct{}, maxConcurrentAttempts),
+		preCopies: make(chan struct{}, maxConcurrentAttempts),
 		unfinal:   map[int]store.Claim{},
 		copyAsked: map[int]time.Time{},
 		streams:   map[string]*stream{},
@@ -420,11 +424,9 @@ func (o *Owner) attempt(s Step, t *ring.Table) {
 		o.parts[s.P].done(false, time.Now(), o.cfg.RetryBackoff, 0)
 		return
 	}
-	release := sync.OnceFunc(func() { <-o.sem })
-	defer release()
 	pt := o.parts[s.P]
-	pt.setYield(release)
-	defer pt.setYield(nil)
+	pt.setYield(sync.OnceFunc(func() { <-o.sem }))
+	defer pt.yieldSlot() // the slot held at the end, if any (see retakeSlot)
 	if c, known := o.claims.Get(s.P); known && c.Epoch > s.Claim.Epoch && (s.Action == Acquire || s.Action == Resume) {
 		// Planned from an older claim than the newest now known (an
 		// attempt that ended meanwhile may have made it): plan again.

@@ -315,14 +315,17 @@ func (pt *partition) setYield(f func()) {
 	pt.yield = f
 }
 
-// yieldSlot gives the running attempt's slot back, if it holds one.
-func (pt *partition) yieldSlot() {
+// yieldSlot gives the running attempt's slot back, if it holds one, and
+// reports whether it did.
+func (pt *partition) yieldSlot() bool {
 	pt.mu.Lock()
 	f := pt.yield
+	pt.yield = nil
 	pt.mu.Unlock()
 	if f != nil {
 		f()
 	}
+	return f != nil
 }
 
 // servedClaim returns the claim served, if any.

@@ -48,6 +48,13 @@ func (t toPaused) Sync(ctx context.Context, to string, req Sync) (SyncReply, err
 	return t.Transport.Sync(ctx, to, req)
 }
 
+func (t toPaused) PreCopy(ctx context.Context, to string, req PreCopy) (SyncReply, error) {
+	if err := t.hang(ctx, to); err != nil {
+		return SyncReply{}, err
+	}
+	return t.Transport.PreCopy(ctx, to, req)
+}
+
 func (t toPaused) Choose(ctx context.Context, to string, req Choose) (ChooseReply, error) {
 	if err := t.hang(ctx, to); err != nil {
 		return ChooseReply{}, err
@@ -113,7 +120,9 @@ func TestTakeoverFromAPausedOwnerDoesNotWaitForIt(t *testing.T) {
 // up) drains its partition; with one replica paused, it serves again once
 // the other replica and itself chose and recorded the new claim, without
 // waiting for the paused replica's answers, nor for its copy, which would
-// make no progress, beyond DrainTimeout.
+// make no progress, beyond DrainTimeout. The paused replica missed a
+// batch, so the resync first asks it to pre-copy the partition: that too
+// is not waited for beyond DrainTimeout.
 func TestResyncWithAPausedReplicaDoesNotWaitForIt(t *testing.T) {
 	const p = 1
 	m := &mesh{}
@@ -126,6 +135,7 @@ func TestResyncWithAPausedReplicaDoesNotWaitForIt(t *testing.T) {
 	_, sc := m.add(t, "c")
 	k := claimOn(t, p, store.Claim{Epoch: 1, Owner: "b", Replicas: []string{"b", "a", "c"}}, sb, sa, sc)
 	require.NoError(t, b.startServing(p, k))
+	b.parts[p].markLagging(k.Epoch, false, "c")
 
 	acquireWithin(t, b, p, k, []string{"b", "a", "c"})
 }

@@ -109,6 +109,17 @@ func (o *Owner) startPreCopy(req PreCopy, over store.Position) (*preCopy, error)
 	return j, nil
 }
 
+// retakeSlot takes an attempt slot (o.sem) again for partition p's
+// attempt, which gave its own back to pre-copy; the attempt gives it back
+// when it ends, or yields it again.
+func (o *Owner) retakeSlot(p int) {
+	select {
+	case o.sem <- struct{}{}:
+		o.parts[p].setYield(sync.OnceFunc(func() { <-o.sem }))
+	case <-o.ctx.Done():
+	}
+}
+
 // takePreCopy hands over the finished pre-copy of the partition from
 // source over this node's position over, if there is one: the caller
 // completes it (and discards it).
@@ -128,12 +139,15 @@ func (pt *partition) takePreCopy(source string, over store.Position) *preCopy {
 // and those in lagged (replicas of base this node, serving base, knows to
 // have missed a batch), copy partition p from base's owner while it still
 // serves it (see PreCopy), and waits for them: each as long as its copy
-// makes progress.
-// base's owner may be this node: it serves the partition until its own
-// Prepare drains it, and its new replicas copy from it meanwhile. It
-// returns the source, or "" if base's owner is gone (the ring no longer
-// lists it). A pre-copy that failed is not reported: its Sync copies the
-// whole partition.
+// makes progress. base's owner may be this node: it serves the partition
+// until its own Prepare drains it, and its new replicas copy from it
+// meanwhile. The partition being served, the attempt gives its slot back
+// first, so that takeovers do not wait behind copies, and takes one again
+// once done; pre-copies are bounded on their own (maxConcurrentAttempts
+// at a time). It returns the
+// source, or "" if base's owner is gone (the ring no longer lists it). A
+// pre-copy that failed is not reported: its Sync copies the whole
+// partition.
 func (o *Owner) preCopy(p int, base store.Claim, replicas, lagged []string) string {
 	if base.Owner != o.cfg.Self {
 		if o.ring == nil {
@@ -143,14 +157,33 @@ func (o *Owner) preCopy(p int, base store.Claim, replicas, lagged []string) stri
 			return ""
 		}
 	}
-	var wg sync.WaitGroup
+	var targets []string
 	for _, r := range replicas {
-		if slices.Contains(base.Replicas, r) && !slices.Contains(lagged, r) {
-			continue
+		if !slices.Contains(base.Replicas, r) || slices.Contains(lagged, r) {
+			targets = append(targets, r)
 		}
+	}
+	if len(targets) == 0 {
+		return base.Owner
+	}
+	if o.parts[p].yieldSlot() {
+		defer o.retakeSlot(p) // after the pre-copy slot is given back
+	}
+	select {
+	case o.preCopies <- struct{}{}:
+		defer func() { <-o.preCopies }()
+	case <-o.ctx.Done():
+		return ""
+	}
+	var wg sync.WaitGroup
+	for _, r := range targets {
 		wg.Go(func() {
-			req := PreCopy{P: p, Source: base.Owner, Wait: o.cfg.RequestTimeout / 2}
-			err := o.askUntilDone(func(ctx context.Context) (SyncReply, error) {
+			// A target answers within half a drain timeout that it is
+			// still copying; one that does not answer within a drain
+			// timeout is taken as paused (a laggard often is), and not
+			// waited for: its Sync copies the whole partition.
+			req := PreCopy{P: p, Source: base.Owner, Wait: o.cfg.DrainTimeout / 2}
+			err := o.askUntilDone(o.cfg.DrainTimeout, func(ctx context.Context) (SyncReply, error) {
 				if r == o.cfg.Self {
 					return o.HandlePreCopy(ctx, req)
 				}

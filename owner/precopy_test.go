@@ -140,7 +140,9 @@ func TestSyncAfterAPreCopyFetchesOnlyWhatChanged(t *testing.T) {
 }
 
 // A source that restarted since the pre-copy no longer knows what changed:
-// the sync copies the whole partition instead.
+// the sync copies the whole partition instead, even once the restarted
+// source tracks changes for another pre-copy (tracker IDs are not reused
+// across restarts).
 func TestPreCopyWhoseSourceForgotItsChangesFallsBackToAWholeCopy(t *testing.T) {
 	ctx := context.Background()
 	src, srcDir, fetcher, r, rs, _ := preCopyPair(t, 100)
@@ -160,6 +162,9 @@ func TestPreCopyWhoseSourceForgotItsChangesFallsBackToAWholeCopy(t *testing.T) {
 	defer b.Close()
 	fetcher.src = b
 	fetcher.mu.Unlock()
+	// Another replica's pre-copy starts a tracker on the restarted source.
+	_, err = b.HandleFetch(FetchRequest{P: 1, Live: true})
+	require.NoError(t, err)
 
 	require.NoError(t, syncCopy(ctx, r, req))
 	requireSameData(t, reopened, rs, req.Pos)
@@ -210,4 +215,28 @@ func TestResyncPreCopiesToTheReplicaThatMissedABatch(t *testing.T) {
 	require.Equal(t, uint64(1), b.Stats().PreCopiesInstalled)
 	require.Zero(t, b.Stats().CopiesInstalled)
 	require.Zero(t, d.Stats().PreCopiesInstalled+d.Stats().CopiesInstalled)
+}
+
+// An attempt that pre-copies a partition still served gives its slot
+// back: a takeover of a partition nobody serves does not wait behind
+// maxConcurrentAttempts pre-copies of large partitions.
+func TestPreCopiesDoNotStarveATakeover(t *testing.T) {
+	parts := func(c *Config) { c.Partitions = maxConcurrentAttempts + 2; c.RequestTimeout = 400 * time.Millisecond }
+	m := &mesh{}
+	src := &slowSource{fetching: make(chan struct{}, 1), release: make(chan struct{})}
+	defer close(src.release)
+	c, sc := m.addWith(t, "c", parts)
+	_, sb := m.addWith(t, "b", parts)
+	m.addWith(t, "d", func(cfg *Config) {
+		parts(cfg)
+		cfg.RequestTimeout, cfg.DrainTimeout = time.Hour, time.Hour // its pre-copies wait for their pages
+		src.Transport = cfg.Transport
+		cfg.Transport = src
+	})
+	// d is not a replica of the claims served: it is pre-copied to.
+	requireTakeoverBesideCopies(t, c, sc, sb, []string{"c", "b"}, src.fetching)
+	for p := range maxConcurrentAttempts {
+		_, serving := c.Serving(p)
+		require.True(t, serving, "partition %d is served while it is pre-copied", p)
+	}
 }

@@ -16,7 +16,7 @@ import (
 // bounded by RequestTimeout, the copy only by the progress of its pages.
 func (o *Owner) syncReplica(to string, req Sync) error {
 	req.Wait = o.cfg.RequestTimeout / 2
-	return o.askUntilDone(func(ctx context.Context) (SyncReply, error) {
+	return o.askUntilDone(o.cfg.RequestTimeout, func(ctx context.Context) (SyncReply, error) {
 		if to == o.cfg.Self {
 			return o.HandleSync(ctx, req)
 		}
@@ -24,11 +24,11 @@ func (o *Owner) syncReplica(to string, req Sync) error {
 	})
 }
 
-// askUntilDone asks (a Sync or a PreCopy), each time within
-// RequestTimeout, until the answer is Done or an error.
-func (o *Owner) askUntilDone(ask func(ctx context.Context) (SyncReply, error)) error {
+// askUntilDone asks (a Sync or a PreCopy), each time within timeout,
+// until the answer is Done or an error.
+func (o *Owner) askUntilDone(timeout time.Duration, ask func(ctx context.Context) (SyncReply, error)) error {
 	for {
-		ctx, cancel := context.WithTimeout(o.ctx, o.cfg.RequestTimeout)
+		ctx, cancel := context.WithTimeout(o.ctx, timeout)
 		r, err := ask(ctx)
 		cancel()
 		if err != nil || r.Done {
@@ -267,12 +267,14 @@ func (o *Owner) awaitCopy(ctx context.Context, req Sync, j *copyJob) (SyncReply,
 // no longer send them, the whole partition is copied.
 func (o *Owner) fetchCopy(ctx context.Context, req Sync, replaced store.Position) error {
 	if pre := o.parts[req.P].takePreCopy(req.Source, replaced); pre != nil {
-		defer o.discard(req.P, pre.copy)
 		n, _, err := o.fetchInto(ctx, pre.copy, req.Source, FetchRequest{P: req.P, Ballot: req.Ballot, Pos: req.Pos, Tracker: pre.tracker}, o.cfg.RequestTimeout)
 		if err == nil {
 			o.cfg.Logger.Info("completing a pre-copied partition", "partition", req.P, "ballot", req.Ballot, "source", req.Source, "position", req.Pos, "changed", n, "replaced", replaced)
-			return o.install(ctx, req, pre.copy, &o.stats.preCopiesInstalled)
+			err = o.install(ctx, req, pre.copy, &o.stats.preCopiesInstalled)
+			o.discard(req.P, pre.copy)
+			return err
 		}
+		o.discard(req.P, pre.copy) // before staging another: not twice the disk
 		if ctx.Err() != nil {
 			return err
 		}

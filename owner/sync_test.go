@@ -363,19 +363,29 @@ func TestResyncsWaitingForCopiesDoNotStarveATakeover(t *testing.T) {
 		src.Transport = cfg.Transport
 		cfg.Transport = src
 	})
+	requireTakeoverBesideCopies(t, c, sc, sb, []string{"c", "b", "d"}, src.fetching)
+}
+
+// requireTakeoverBesideCopies has c, serving maxConcurrentAttempts
+// partitions whose claims have replicas base (stored in sc and sb),
+// acquire each with replicas c, b and d, whose copies at d hang (a fetch
+// of one is signalled on fetching); then it has c take over another
+// partition, of an owner that is gone, and requires c to serve it.
+func requireTakeoverBesideCopies(t *testing.T, c *Owner, sc, sb *store.Store, base []string, fetching <-chan struct{}) {
+	t.Helper()
 	for p := range maxConcurrentAttempts {
-		k := claimOn(t, p, store.Claim{Epoch: 1, Owner: "c", Replicas: []string{"c", "b", "d"}}, sc, sb)
+		k := claimOn(t, p, store.Claim{Epoch: 1, Owner: "c", Replicas: base}, sc, sb)
 		require.NoError(t, c.startServing(p, k))
 		c.wg.Add(1)
 		go c.attempt(Step{P: p, Action: Acquire, Claim: k, Replicas: []string{"c", "b", "d"}}, &ring.Table{})
 	}
-	<-src.fetching
+	<-fetching
 	q := maxConcurrentAttempts
 	k := claimOn(t, q, store.Claim{Epoch: 1, Owner: "a", Replicas: []string{"a", "c", "b"}}, sc, sb)
 	c.wg.Add(1)
 	go c.attempt(Step{P: q, Action: Acquire, Claim: k, Replicas: []string{"c", "b"}}, &ring.Table{})
 	require.Eventually(t, func() bool { _, serving := c.Serving(q); return serving }, 10*time.Second, 10*time.Millisecond,
-		"the takeover of partition %d waits behind resyncs waiting for d's copies", q)
+		"the takeover of partition %d waits behind the copies to d", q)
 }
 
 // A Sync at a higher ballot replaces a copy still being fetched for a

@@ -31,8 +31,10 @@ const placementVersion = 1
 // digest in dedup records (see dedupRecord), version 6 dedupFormat at the
 // end of their names (see dedupID): a node of version 5 would not find the
 // records of version 6, and run a retry again; version 7 the cluster ID
-// in the RPC handshake (rpc.Hello.ClusterID).
-const protocolVersion = 7
+// in the RPC handshake (rpc.Hello.ClusterID), version 8 the pre-copy
+// (msgPreCopy, owner.FetchRequest's Live and Tracker, owner.Page's
+// Tracker), whose fetch a node of version 7 would decode wrongly.
+const protocolVersion = 8
 
 // Node is one member of a cluster: it serves the partitions it owns and
 // routes calls for the others. Create it with New, register handlers with

@@ -128,7 +128,7 @@ func (c *Copy) Install(ctx context.Context, e epoch.Epoch, pos Position) error {
 		if err := clearData(pt); err != nil {
 			return err
 		}
-		c.s.noteChange(change{p: c.p, replaced: true})
+		c.s.noteChange(change{p: c.p, untracked: true})
 		pt.meta.Position = pos
 		staging := tx.Bucket(stagingBucket)
 		var staged *bolt.Bucket

@@ -75,6 +75,11 @@
 //     a page per transaction of its own outside the committer, in a bucket
 //     nothing reads; Copy.Install moves it into the partition on the slow
 //     path; Open deletes what a crash left staged;
+//   - trackers (track.go): Track records, in memory, which keys and
+//     request IDs of a partition change from then on, as each change is
+//     published, so that a copy read while the partition is written
+//     (ExportLive) is completed by the changed entries alone
+//     (ExportChanges);
 //   - recovery (recover.go): Open replays, in one synced transaction, the
 //     WAL records the file lacks, stopping at the first torn one (a record
 //     is acknowledged only once durable, so a torn one never was), at the

@@ -143,7 +143,9 @@ func (s *Store) PruneResponses(ctx context.Context, olderThan time.Time) (int, e
 				if err := b.Delete(k); err != nil {
 					return nil, err
 				}
-				s.noteChange(change{p: p, kind: KindResponse, key: k})
+			}
+			if len(old) > 0 {
+				s.noteChange(change{p: p, untracked: true})
 			}
 			pruned += len(old)
 		}

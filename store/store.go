@@ -102,9 +102,10 @@ type Store struct {
 	// that changed the file commits (see fileChanged).
 	fileIDs map[int][]byte
 	fileGen uint64
-	// trackers are the live trackers by ID (see Track); trackerSeq numbers
-	// them; trackedBytes counts what they recorded. Guarded by memMu.
-	trackers     map[uint64]*tracker
+	// trackers are the live trackers by partition and ID (see Track);
+	// trackerSeq numbers them, from a random start; trackedBytes counts
+	// what they recorded. Guarded by memMu.
+	trackers     map[int]map[uint64]*tracker
 	trackerSeq   uint64
 	trackedBytes int
 	// changes are the changes of the slow operations of the transaction
@@ -199,7 +200,8 @@ func Open(cfg Config) (*Store, error) {
 		noFlush:       cfg.noFlush,
 		mem:           newMemtable(),
 		fileIDs:       make(map[int][]byte),
-		trackers:      make(map[uint64]*tracker),
+		trackers:      make(map[int]map[uint64]*tracker),
+		trackerSeq:    firstTrackerID(),
 		wake:          make(chan struct{}, 1),
 		stop:          make(chan struct{}),
 		exited:        make(chan struct{}),

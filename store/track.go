@@ -3,6 +3,8 @@ package store
 import (
 	"bytes"
 	"cmp"
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"slices"
@@ -15,20 +17,24 @@ import (
 // from the moment Track starts it, so that a copy read page by page while
 // the partition is being written (a pre-copy: ExportLive) can be completed
 // later by sending only what changed (ExportChanges) instead of the whole
-// partition again. Everything changed after Track is recorded before a
-// reader can see it: the fast path records a batch under memMu as it
-// applies it to the memtable, a slow operation as it publishes its
-// transaction (see noteChanges), and Track takes memMu too.
+// partition again. Track, and the publication of every change (the fast
+// path applying a batch to the memtable, a slow operation committing and
+// publishing its transaction), hold memMu, and a change is recorded in
+// the same hold: a change published before Track is in the file or the
+// memtable for every page read after it (Export flushes the memtable
+// first), and one published after it is recorded.
 type tracker struct {
 	p int
-	// changed holds the entries changed since Track; nil once broken.
+	// changed holds the entries changed since Track; nil once broken or
+	// sealed.
 	changed map[trackedKey]struct{}
-	// bytes counts the keys in changed, with trackedKeyOverhead each.
+	// bytes counts the keys in changed (or sorted), with
+	// trackedKeyOverhead each.
 	bytes int
 	// broken says the tracker can no longer tell what changed: the
-	// partition's data was replaced (an Install or a Drop), the store's
-	// trackers reached maxTrackedBytes, or something changed after it was
-	// sealed.
+	// partition's data was replaced (an Install or a Drop) or its dedup
+	// records pruned, the store's trackers reached maxTrackedBytes, or
+	// something changed after it was sealed.
 	broken bool
 	// sealed is set once ExportChanges first read the tracker: from then
 	// on the partition must not change (its promise refuses writes), and
@@ -57,10 +63,13 @@ const (
 	trackedKeyOverhead = 64
 	// maxTrackers is how many trackers a store keeps; starting one more
 	// drops the least recently read.
-	maxTrackers = 64
+	maxTrackers = 256
 	// trackerIdle is how long a tracker is kept without being read: its
 	// reader gave up (a pre-copy whose proposal went elsewhere).
 	trackerIdle = 2 * time.Minute
+	// maxKeptChanges is the capacity of Store.changes kept from one slow
+	// transaction to the next.
+	maxKeptChanges = 4096
 )
 
 // change is a slow operation's change of a partition, recorded by the
@@ -68,16 +77,20 @@ const (
 // trackers once it is published (noteChanges).
 type change struct {
 	p int
-	// replaced says the partition's data was replaced or deleted.
-	replaced bool
-	kind     EntryKind
-	key      []byte
+	// untracked says the partition changed in a way not recorded key by
+	// key (its data replaced or deleted, dedup records pruned): its
+	// trackers give up.
+	untracked bool
+	kind      EntryKind
+	key       []byte
 }
 
 // Track starts recording which entries of partition p change, and returns
 // the tracker's ID for ExportLive and ExportChanges. The tracker lives
 // until ExportChanges read its last page, until it was not read for
-// trackerIdle, or until maxTrackers newer ones replaced it.
+// trackerIdle, or until maxTrackers newer ones replaced it. IDs are not
+// reused by the store's next Open: a reader holding the ID of a tracker
+// lost in a restart is refused, never given another tracker's changes.
 func (s *Store) Track(p int) (uint64, error) {
 	if err := checkPartition(p); err != nil {
 		return 0, err
@@ -88,39 +101,49 @@ func (s *Store) Track(p int) (uint64, error) {
 	now := time.Now()
 	s.memMu.Lock()
 	defer s.memMu.Unlock()
-	for id, t := range s.trackers {
-		if now.Sub(t.used) > trackerIdle {
-			s.untrackLocked(id)
+	var oldest *tracker
+	var oldestID uint64
+	n := 0
+	for _, ts := range s.trackers {
+		for id, t := range ts {
+			if now.Sub(t.used) > trackerIdle {
+				s.untrackLocked(t.p, id)
+				continue
+			}
+			n++
+			if oldest == nil || t.used.Before(oldest.used) {
+				oldest, oldestID = t, id
+			}
 		}
 	}
-	if len(s.trackers) >= maxTrackers {
-		oldest := slices.MinFunc(slices.Collect(maps.Keys(s.trackers)), func(a, b uint64) int {
-			return s.trackers[a].used.Compare(s.trackers[b].used)
-		})
-		s.untrackLocked(oldest)
+	if n >= maxTrackers {
+		s.untrackLocked(oldest.p, oldestID)
 	}
 	s.trackerSeq++
 	id := s.trackerSeq
-	s.trackers[id] = &tracker{p: p, changed: make(map[trackedKey]struct{}), used: now}
+	if s.trackers[p] == nil {
+		s.trackers[p] = make(map[uint64]*tracker)
+	}
+	s.trackers[p][id] = &tracker{p: p, changed: make(map[trackedKey]struct{}), used: now}
 	return id, nil
 }
 
-// untrackLocked drops tracker id. Caller holds memMu.
-func (s *Store) untrackLocked(id uint64) {
-	if t := s.trackers[id]; t != nil {
+// untrackLocked drops tracker id of partition p. Caller holds memMu.
+func (s *Store) untrackLocked(p int, id uint64) {
+	if t := s.trackers[p][id]; t != nil {
 		s.breakOff(t)
-		delete(s.trackers, id)
+		delete(s.trackers[p], id)
+		if len(s.trackers[p]) == 0 {
+			delete(s.trackers, p)
+		}
 	}
 }
-
-// tracking reports whether any tracker is live. Caller holds memMu.
-func (s *Store) tracking() bool { return len(s.trackers) > 0 }
 
 // markChanged records that entry (kind, key) of partition p changed.
 // Caller holds memMu.
 func (s *Store) markChanged(p int, kind EntryKind, key []byte) {
-	for _, t := range s.trackers {
-		if t.p != p || t.broken {
+	for _, t := range s.trackers[p] {
+		if t.broken {
 			continue
 		}
 		k := trackedKey{kind, string(key)}
@@ -138,20 +161,18 @@ func (s *Store) markChanged(p int, kind EntryKind, key []byte) {
 	}
 }
 
-// markReplaced records that partition p's data was replaced or deleted.
+// markUntracked breaks partition p's trackers (see change.untracked).
 // Caller holds memMu.
-func (s *Store) markReplaced(p int) {
-	for _, t := range s.trackers {
-		if t.p == p {
-			s.breakOff(t)
-		}
+func (s *Store) markUntracked(p int) {
+	for _, t := range s.trackers[p] {
+		s.breakOff(t)
 	}
 }
 
 // markBatch records the entries a data batch of partition p changed.
 // Caller holds memMu.
 func (s *Store) markBatch(p int, writes []KV, requestID []byte) {
-	if !s.tracking() {
+	if len(s.trackers[p]) == 0 {
 		return
 	}
 	for _, w := range writes {
@@ -177,21 +198,25 @@ func (s *Store) noteChange(c change) { s.changes = append(s.changes, c) }
 // being published, and forgets them. Caller holds memMu.
 func (s *Store) noteChanges() {
 	for _, c := range s.changes {
-		if c.replaced {
-			s.markReplaced(c.p)
+		if c.untracked {
+			s.markUntracked(c.p)
 		} else {
 			s.markChanged(c.p, c.kind, c.key)
 		}
 	}
+	clear(s.changes) // drops the keys
 	s.changes = s.changes[:0]
+	if cap(s.changes) > maxKeptChanges {
+		s.changes = nil
+	}
 }
 
 // liveTracker returns tracker id if it tracks partition p and is not
 // broken, and marks it used.
 func (s *Store) liveTracker(p int, id uint64) (*tracker, error) {
-	t := s.trackers[id]
+	t := s.trackers[p][id]
 	switch {
-	case t == nil || t.p != p:
+	case t == nil:
 		return nil, fmt.Errorf("%w: no tracker %d of partition %d here", ErrUntracked, id, p)
 	case t.broken:
 		return nil, fmt.Errorf("%w: tracker %d of partition %d gave up (the partition was replaced, or changed too much)", ErrUntracked, id, p)
@@ -287,7 +312,7 @@ func (s *Store) ExportChanges(p int, id uint64, pos Position, after []byte, maxB
 		return nil, nil, err
 	}
 	if next == nil {
-		s.untrackLocked(id)
+		s.untrackLocked(p, id)
 	}
 	return entries, next, nil
 }
@@ -296,4 +321,13 @@ func (s *Store) ExportChanges(p int, id uint64, pos Position, after []byte, maxB
 // dedup records, each by key.
 func compareTracked(a, b trackedKey) int {
 	return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.key, b.key))
+}
+
+// firstTrackerID returns a random number to start a store's tracker IDs
+// from (see Track): 2^63 IDs from it, an ID of an earlier Open is not met
+// again in practice.
+func firstTrackerID() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return binary.BigEndian.Uint64(b[:]) >> 1
 }

@@ -148,13 +148,53 @@ func TestChangeAfterTheTrackerWasSealedBreaksIt(t *testing.T) {
 	require.NotEmpty(t, page)
 	require.NotNil(t, next)
 
-	// A prune moves no position, but deletes dedup records the pages
-	// already read or still to come may hold.
+	// A write at the promised ballot: the pages already read may hold
+	// the key's older value.
+	batch(t, s, 5, 3, "", "key-009", "after the seal")
+	_, _, err = s.ExportChanges(5, id, m.Position, next, 64)
+	require.ErrorIs(t, err, ErrUntracked)
+}
+
+func TestPruneBreaksTheTrackersOfItsPartitionsOnly(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	fill(t, s, 5, 2, 10)
+	id, err := s.Track(5)
+	require.NoError(t, err)
+	other, err := s.Track(6)
+	require.NoError(t, err)
 	pruned, err := s.PruneResponses(ctx, time.Now().Add(time.Hour))
 	require.NoError(t, err)
 	require.Positive(t, pruned)
-	_, _, err = s.ExportChanges(5, id, m.Position, next, 64)
-	require.ErrorIs(t, err, ErrUntracked)
+	_, _, err = s.ExportLive(5, id, nil, 64)
+	require.ErrorIs(t, err, ErrUntracked, "pruned dedup records are not recorded one by one")
+	_, _, err = s.ExportLive(6, other, nil, 64)
+	require.NoError(t, err, "partition 6 had nothing pruned")
+}
+
+func TestTrackerIDsOfAnEarlierOpenAreNotReused(t *testing.T) {
+	dir := t.TempDir()
+	s := openDir(t, dir)
+	fill(t, s, 5, 2, 3)
+	before, err := s.Track(5)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	s = openDir(t, dir)
+	after, err := s.Track(5)
+	require.NoError(t, err)
+	require.NotEqual(t, before, after)
+	_, _, err = s.ExportLive(5, before, nil, 64)
+	require.ErrorIs(t, err, ErrUntracked, "a reader of the tracker lost in the restart is refused")
+}
+
+func TestEmptyCursorIsRefused(t *testing.T) {
+	s := openTest(t)
+	m := Position{}
+	_, _, err := s.Export(5, m, []byte{}, 64)
+	require.ErrorIs(t, err, ErrInvalid)
+	_, _, err = s.Export(5, m, []byte{byte(KindDataDeleted), 'k'}, 64)
+	require.ErrorIs(t, err, ErrInvalid)
 }
 
 func TestTrackerGivesUpWhenTooMuchChanged(t *testing.T) {

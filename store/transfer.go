@@ -155,7 +155,7 @@ func parseCursor(after []byte) (trackedKey, error) {
 	if after == nil {
 		return trackedKey{kind: KindData}, nil
 	}
-	if k := EntryKind(after[0]); len(after) < 2 || k != KindData && k != KindResponse {
+	if len(after) < 2 || EntryKind(after[0]) != KindData && EntryKind(after[0]) != KindResponse {
 		return trackedKey{}, fmt.Errorf("%w: export cursor %x", ErrInvalid, after)
 	}
 	return trackedKey{kind: EntryKind(after[0]), key: string(after[1:])}, nil
@@ -227,7 +227,7 @@ func (s *Store) Drop(ctx context.Context, p int, e epoch.Epoch) error {
 		if err := pt.saveMeta(tx); err != nil {
 			return nil, err
 		}
-		s.noteChange(change{p: p, replaced: true})
+		s.noteChange(change{p: p, untracked: true})
 		return nil, clearData(pt)
 	}))
 }
