@@ -99,12 +99,12 @@ func (o *Owner) acquire(p int, base store.Claim, t *ring.Table, want []string) (
 	// replica up (the first Prepare drains it).
 	served, serving := o.parts[p].servedClaim()
 	resync := serving && served.Epoch == base.Epoch
-	var lagged []string
-	if resync {
-		lagged = o.parts[p].lagged()
-	}
-	source := o.preCopy(p, base, replicas, lagged)
 	for o.ctx.Err() == nil {
+		var lagged []string
+		if resync {
+			lagged = o.parts[p].lagged()
+		}
+		source := o.preCopy(p, base, replicas, lagged, resync)
 		prop := NewProposer(p, o.cfg.Self, base, seen, replicas)
 		prop.PreferSource(source)
 		out := o.drive(prop, resync)

@@ -147,6 +147,7 @@ func (o *Owner) learn(ctx context.Context, p int, c store.Claim) error {
 }
 
 // HandleFetch serves one page of a partition's data (see FetchRequest).
+// A live page is served only while this node serves the partition.
 // Unless the request is live, it refuses once a higher ballot than the
 // request's was promised here (the data may then move on, and that
 // proposal cannot be chosen anyway) or when the data is not at the
@@ -160,6 +161,12 @@ func (o *Owner) HandleFetch(req FetchRequest) (Page, error) {
 	pg := Page{Tracker: req.Tracker}
 	var err error
 	if req.Live {
+		// Only while the partition is served here: a pre-copy from a
+		// node that does not serve it would hold back, for nothing, the
+		// acquisition of a partition nobody serves (preCopy).
+		if _, serving := o.parts[p].servedClaim(); !serving {
+			return Page{}, fmt.Errorf("owner: pre-copy of partition %d refused: %s does not serve it", p, o.cfg.Self)
+		}
 		if pg.Tracker == 0 && req.After == nil {
 			if pg.Tracker, err = o.store.Track(p); err != nil {
 				return Page{}, err

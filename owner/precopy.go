@@ -34,8 +34,9 @@ type preCopy struct {
 // kept for the Sync of the proposal that asked for it (see PreCopy),
 // waiting for it at most req.Wait: Done false means it is still being
 // fetched, and the same PreCopy asked again waits for the same copy. A
-// finished pre-copy is kept for twice a drain and a request's timeout
-// (the proposal's Prepare drains the source first), then discarded.
+// finished pre-copy is kept until a Sync takes it, another pre-copy of
+// the partition replaces it, or store.TrackerIdle passed (the source has
+// then forgotten what changed since), and discarded.
 func (o *Owner) HandlePreCopy(ctx context.Context, req PreCopy) (SyncReply, error) {
 	if err := o.checkPartition(req.P); err != nil {
 		return SyncReply{}, err
@@ -88,7 +89,9 @@ func (o *Owner) startPreCopy(req PreCopy, over store.Position) (*preCopy, error)
 		j.copy, j.err = c, err
 		close(j.done)
 		if err == nil {
-			kept := time.NewTimer(2 * (o.cfg.DrainTimeout + o.cfg.RequestTimeout))
+			// The source forgets what changed once its tracker was not
+			// read for as long.
+			kept := time.NewTimer(store.TrackerIdle)
 			defer kept.Stop()
 			select {
 			case <-j.taken:
@@ -120,14 +123,26 @@ func (o *Owner) retakeSlot(p int) {
 	}
 }
 
-// takePreCopy hands over the finished pre-copy of the partition from
-// source over this node's position over, if there is one: the caller
-// completes it (and discards it).
-func (pt *partition) takePreCopy(source string, over store.Position) *preCopy {
+// takePreCopy hands over the pre-copy of the partition from source over
+// this node's position over, if there is one, waiting for it while it is
+// still being fetched (a proposer that stopped waiting for it, after an
+// error, sent its Sync meanwhile) unless ctx ends: the caller completes it
+// (and discards it). A pre-copy from another source or over another
+// position is cancelled: the Sync's copy replaces it.
+func (pt *partition) takePreCopy(ctx context.Context, source string, over store.Position) *preCopy {
+	pt.mu.Lock()
+	j := pt.pre
+	if j != nil && (j.source != source || j.over != over) {
+		j.cancel()
+		j = nil
+	}
+	pt.mu.Unlock()
+	if j == nil || waitDone(ctx, j.done, 0) != nil {
+		return nil
+	}
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	j := pt.pre
-	if j == nil || j.source != source || j.over != over || !ended(j.done) || j.err != nil || ended(j.taken) {
+	if pt.pre != j || j.err != nil || j.tracker == 0 || ended(j.taken) {
 		return nil
 	}
 	pt.pre = nil
@@ -139,16 +154,22 @@ func (pt *partition) takePreCopy(source string, over store.Position) *preCopy {
 // and those in lagged (replicas of base this node, serving base, knows to
 // have missed a batch), copy partition p from base's owner while it still
 // serves it (see PreCopy), and waits for them: each as long as its copy
-// makes progress. base's owner may be this node: it serves the partition
-// until its own Prepare drains it, and its new replicas copy from it
-// meanwhile. The partition being served, the attempt gives its slot back
+// makes progress. base's owner may be this node, if it serves base
+// (resync): its own Prepare drains it, and its new replicas copy from it
+// meanwhile. Another owner's live pages are served only while it serves
+// the partition (HandleFetch), so a pre-copy never holds back the
+// acquisition of a partition nobody serves, a restarted owner's
+// included. The partition being served, the attempt gives its slot back
 // first, so that takeovers do not wait behind copies, and takes one again
 // once done; pre-copies are bounded on their own (maxConcurrentAttempts
 // at a time). It returns the
 // source, or "" if base's owner is gone (the ring no longer lists it). A
 // pre-copy that failed is not reported: its Sync copies the whole
 // partition.
-func (o *Owner) preCopy(p int, base store.Claim, replicas, lagged []string) string {
+func (o *Owner) preCopy(p int, base store.Claim, replicas, lagged []string, resync bool) string {
+	if base.Owner == o.cfg.Self && !resync {
+		return ""
+	}
 	if base.Owner != o.cfg.Self {
 		if o.ring == nil {
 			return ""

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,12 +22,21 @@ type ownerSource struct {
 	src     *Owner
 	fetches []FetchRequest
 	entries []int
+	// gate, if not nil, holds every live fetch until it is closed.
+	gate chan struct{}
 }
 
-func (f *ownerSource) Fetch(_ context.Context, _ string, req FetchRequest) (Page, error) {
+func (f *ownerSource) Fetch(ctx context.Context, _ string, req FetchRequest) (Page, error) {
 	f.mu.Lock()
-	src := f.src
+	src, gate := f.src, f.gate
 	f.mu.Unlock()
+	if gate != nil && req.Live {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return Page{}, ctx.Err()
+		}
+	}
 	pg, err := src.HandleFetch(req)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -65,10 +75,7 @@ func preCopyPair(t *testing.T, keys int) (src *store.Store, srcDir string, fetch
 	for i := range keys {
 		require.NoError(t, src.Commit(ctx, &store.Batch{Partition: 1, Epoch: 11, Writes: []store.KV{{Key: fmt.Appendf(nil, "key-%04d", i), Value: []byte("v")}}}))
 	}
-	b, err := New(Config{Self: "b", Partitions: 4, Store: src, Transport: unreachableSource{}})
-	require.NoError(t, err)
-	t.Cleanup(b.Close)
-	fetcher = &ownerSource{src: b}
+	fetcher = &ownerSource{src: servingSource(t, src)}
 	rdir = t.TempDir()
 	rs, err = store.Open(store.Config{Dir: rdir, NoSync: true})
 	require.NoError(t, err)
@@ -77,6 +84,22 @@ func preCopyPair(t *testing.T, keys int) (src *store.Store, srcDir string, fetch
 	r.synced.Store(true)
 	t.Cleanup(func() { r.Close(); rs.Close() })
 	return src, srcDir, fetcher, r, rs, rdir
+}
+
+// sourceClaim is the claim the source "b" serves partition 1 under.
+var sourceClaim = store.Claim{Epoch: 11, Owner: "b", Replicas: []string{"b"}}
+
+// servingSource returns an Owner "b" over src serving partition 1 under
+// sourceClaim: it serves live pages only while it serves the partition.
+func servingSource(t *testing.T, src *store.Store) *Owner {
+	t.Helper()
+	b, err := New(Config{Self: "b", Partitions: 4, Store: src, Transport: unreachableSource{}})
+	require.NoError(t, err)
+	t.Cleanup(b.Close)
+	_, err = src.Choose(context.Background(), 1, sourceClaim, true)
+	require.NoError(t, err)
+	require.NoError(t, b.startServing(1, sourceClaim))
+	return b
 }
 
 // changeAndPromise writes to partition 1 of src at epoch 11 as its owner
@@ -91,7 +114,7 @@ func changeAndPromise(t *testing.T, src *store.Store) Sync {
 	}}))
 	m, err := src.Promise(ctx, 1, 17)
 	require.NoError(t, err)
-	return Sync{P: 1, Ballot: 17, Base: store.Claim{Epoch: 11, Owner: "b", Replicas: []string{"b"}}, Source: "b", Pos: m.Position}
+	return Sync{P: 1, Ballot: 17, Base: sourceClaim, Source: "b", Pos: m.Position}
 }
 
 // requireSameData asserts that partition 1 of got holds what src holds.
@@ -163,7 +186,7 @@ func TestPreCopyWhoseSourceForgotItsChangesFallsBackToAWholeCopy(t *testing.T) {
 	fetcher.src = b
 	fetcher.mu.Unlock()
 	// Another replica's pre-copy starts a tracker on the restarted source.
-	_, err = b.HandleFetch(FetchRequest{P: 1, Live: true})
+	_, err = reopened.Track(1)
 	require.NoError(t, err)
 
 	require.NoError(t, syncCopy(ctx, r, req))
@@ -211,6 +234,8 @@ func TestResyncPreCopiesToTheReplicaThatMissedABatch(t *testing.T) {
 	require.True(t, ok)
 	pos, err := sc.Meta(p)
 	require.NoError(t, err)
+	require.Eventually(t, func() bool { m, err := sb.Meta(p); return err == nil && m.Position == pos.Position }, 5*time.Second, time.Millisecond,
+		"b applies the new claim's start marker")
 	requireSameDataAt(t, sc, sb, p, pos.Position)
 	require.Equal(t, uint64(1), b.Stats().PreCopiesInstalled)
 	require.Zero(t, b.Stats().CopiesInstalled)
@@ -239,4 +264,79 @@ func TestPreCopiesDoNotStarveATakeover(t *testing.T) {
 		_, serving := c.Serving(p)
 		require.True(t, serving, "partition %d is served while it is pre-copied", p)
 	}
+}
+
+// Live pages come only from a node that serves the partition: a pre-copy
+// from one that does not (a restarted owner, say) would hold back, for a
+// whole copy's time, the acquisition of a partition nobody serves.
+func TestPreCopyFromANodeThatDoesNotServeThePartitionFailsAtOnce(t *testing.T) {
+	ctx := context.Background()
+	src, _, fetcher, r, _, _ := preCopyPair(t, 10)
+	fetcher.mu.Lock()
+	fetcher.src.Close() // stops serving
+	b, err := New(Config{Self: "b", Partitions: 4, Store: src, Transport: unreachableSource{}})
+	require.NoError(t, err)
+	defer b.Close()
+	fetcher.src = b
+	fetcher.mu.Unlock()
+
+	_, err = r.HandlePreCopy(ctx, PreCopy{P: 1, Source: "b"})
+	require.ErrorContains(t, err, "does not serve it")
+	_, n := fetcher.fetched(live)
+	require.Zero(t, n)
+}
+
+// A Sync that comes while the pre-copy it can use is still being fetched
+// (its proposer stopped waiting for it) waits for it, instead of staging
+// a whole copy beside it.
+func TestSyncWaitsForThePreCopyStillBeingFetched(t *testing.T) {
+	ctx := context.Background()
+	src, _, fetcher, r, rs, _ := preCopyPair(t, 100)
+	gate := make(chan struct{})
+	fetcher.mu.Lock()
+	fetcher.gate = gate
+	fetcher.mu.Unlock()
+	reply, err := r.HandlePreCopy(ctx, PreCopy{P: 1, Source: "b", Wait: time.Millisecond})
+	require.NoError(t, err)
+	require.False(t, reply.Done)
+
+	req := changeAndPromise(t, src)
+	synced := make(chan error, 1)
+	go func() { synced <- syncCopy(ctx, r, req) }()
+	require.Eventually(t, r.parts[1].copying, 5*time.Second, time.Millisecond)
+	close(gate)
+	require.NoError(t, <-synced)
+	requireSameData(t, src, rs, req.Pos)
+	require.Equal(t, uint64(1), r.Stats().PreCopiesInstalled)
+	require.Zero(t, r.Stats().CopiesInstalled)
+}
+
+// preCopyCounter is a Transport that counts the PreCopy requests sent.
+type preCopyCounter struct {
+	Transport
+	sent *int32
+}
+
+func (t preCopyCounter) PreCopy(ctx context.Context, to string, req PreCopy) (SyncReply, error) {
+	atomic.AddInt32(t.sent, 1)
+	return t.Transport.PreCopy(ctx, to, req)
+}
+
+// An owner that restarted does not serve its claim: it acquires it again
+// at once, its new replica copying the partition whole in its Sync, with
+// no pre-copy from a partition nobody serves.
+func TestRestartedOwnerDoesNotPreCopy(t *testing.T) {
+	const p = 1
+	var sent int32
+	m := &mesh{}
+	c, sc := m.addWith(t, "c", func(cfg *Config) { cfg.Transport = preCopyCounter{Transport: cfg.Transport, sent: &sent} })
+	_, sb := m.add(t, "b")
+	d, _ := m.add(t, "d")
+	m.add(t, "x")
+	k := claimOn(t, p, store.Claim{Epoch: 1, Owner: "c", Replicas: []string{"c", "b", "x"}}, sc, sb)
+
+	ok, _ := c.acquire(p, k, &ring.Table{}, []string{"c", "b", "d"})
+	require.True(t, ok)
+	require.Zero(t, atomic.LoadInt32(&sent))
+	require.Equal(t, uint64(1), d.Stats().CopiesInstalled)
 }

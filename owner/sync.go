@@ -266,7 +266,7 @@ func (o *Owner) awaitCopy(ctx context.Context, req Sync, j *copyJob) (SyncReply,
 // that changed since it started instead (see PreCopy); if the source can
 // no longer send them, the whole partition is copied.
 func (o *Owner) fetchCopy(ctx context.Context, req Sync, replaced store.Position) error {
-	if pre := o.parts[req.P].takePreCopy(req.Source, replaced); pre != nil {
+	if pre := o.parts[req.P].takePreCopy(ctx, req.Source, replaced); pre != nil {
 		n, _, err := o.fetchInto(ctx, pre.copy, req.Source, FetchRequest{P: req.P, Ballot: req.Ballot, Pos: req.Pos, Tracker: pre.tracker}, o.cfg.RequestTimeout)
 		if err == nil {
 			o.cfg.Logger.Info("completing a pre-copied partition", "partition", req.P, "ballot", req.Ballot, "source", req.Source, "position", req.Pos, "changed", n, "replaced", replaced)

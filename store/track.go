@@ -41,7 +41,7 @@ type tracker struct {
 	// sorted holds what changed, in order.
 	sealed bool
 	sorted []trackedKey
-	// used is when the tracker was last read, for trackerIdle.
+	// used is when the tracker was last read, for TrackerIdle.
 	used time.Time
 }
 
@@ -64,13 +64,16 @@ const (
 	// maxTrackers is how many trackers a store keeps; starting one more
 	// drops the least recently read.
 	maxTrackers = 256
-	// trackerIdle is how long a tracker is kept without being read: its
-	// reader gave up (a pre-copy whose proposal went elsewhere).
-	trackerIdle = 2 * time.Minute
+
 	// maxKeptChanges is the capacity of Store.changes kept from one slow
 	// transaction to the next.
 	maxKeptChanges = 4096
 )
+
+// TrackerIdle is how long a tracker is kept without being read: its
+// reader gave up (a pre-copy whose proposal went elsewhere), or waited
+// that long for its Sync.
+const TrackerIdle = 10 * time.Minute
 
 // change is a slow operation's change of a partition, recorded by the
 // committer while the operation's transaction runs and applied to the
@@ -88,7 +91,7 @@ type change struct {
 // Track starts recording which entries of partition p change, and returns
 // the tracker's ID for ExportLive and ExportChanges. The tracker lives
 // until ExportChanges read its last page, until it was not read for
-// trackerIdle, or until maxTrackers newer ones replaced it. IDs are not
+// TrackerIdle, or until maxTrackers newer ones replaced it. IDs are not
 // reused by the store's next Open: a reader holding the ID of a tracker
 // lost in a restart is refused, never given another tracker's changes.
 func (s *Store) Track(p int) (uint64, error) {
@@ -106,7 +109,7 @@ func (s *Store) Track(p int) (uint64, error) {
 	n := 0
 	for _, ts := range s.trackers {
 		for id, t := range ts {
-			if now.Sub(t.used) > trackerIdle {
+			if now.Sub(t.used) > TrackerIdle {
 				s.untrackLocked(t.p, id)
 				continue
 			}
