@@ -312,6 +312,23 @@ func (c *cluster) pause(n *node, p api.Pause) error {
 	return c.post(n, "/pause-handlers", p, nil, 5*time.Second)
 }
 
+// bites sums the bite counters (api.Status.Bit) of every process: the
+// last status of those that exited, and a fresh one of those running (one
+// that does not answer within a second counts nothing, so call it when
+// none is paused).
+func (c *cluster) bites() uint64 {
+	var n uint64
+	for _, st := range c.retiredStatuses() {
+		n += st.Bit()
+	}
+	for _, nd := range c.running() {
+		if st, err := c.status(nd, time.Second); err == nil {
+			n += st.Bit()
+		}
+	}
+	return n
+}
+
 // retiredStatuses returns the last statuses of the processes that exited.
 func (c *cluster) retiredStatuses() []api.Status {
 	c.mu.Lock()

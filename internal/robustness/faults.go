@@ -45,6 +45,45 @@ type faults struct {
 	// outages are the times when a node was paused, dead or cut off (see
 	// takenOver).
 	outages []outageWindow
+	// steps are the faults injected so far, each with its evidence.
+	steps []step
+}
+
+// A step is one fault of a scenario. A run is valid only if each of its
+// steps bit: the cluster's bite counters (api.Status.Bit) grew while it
+// ran, or, with replicas, a partition was taken over while a node was out
+// during it (takenOver). Counting over the whole run instead would make a
+// scenario whose main fault did nothing valid on the strength of a later
+// step.
+type step struct {
+	name string
+	// bitsBefore and bitsAfter are the cluster's bite counters, summed
+	// over every process, when the step began and once it ended.
+	bitsBefore, bitsAfter uint64
+	// outages are the outages recorded during the step.
+	outages []outageWindow
+}
+
+// step runs one fault, recording its evidence, and returns its error.
+func (f *faults) step(name string, fault func() error) error {
+	before := f.c.bites()
+	first := len(f.outages)
+	err := fault()
+	f.steps = append(f.steps, step{name: name, bitsBefore: before, bitsAfter: f.c.bites(), outages: f.outages[first:]})
+	return err
+}
+
+// unbitten returns the name of the first step that did not bite, given
+// the final statuses of every process (for takenOver), and whether the
+// nodes have replicas; "" if every step bit.
+func (f *faults) unbitten(statuses []api.Status, replicas bool) string {
+	for _, s := range f.steps {
+		if s.bitsAfter > s.bitsBefore || replicas && takenOver(statuses, s.outages) > 0 {
+			continue
+		}
+		return s.name
+	}
+	return ""
 }
 
 // outageWindow is a time when a node was paused, dead or cut off, until it
@@ -81,8 +120,9 @@ func (f *faults) busyOwner() *node {
 	return f.ownerOf(keys[f.rng.IntN(len(keys))])
 }
 
-// processPause SIGSTOPs a busy owner for outage, then SIGCONTs it.
-func (f *faults) processPause() {
+// processPause SIGSTOPs a busy owner for outage, then SIGCONTs it. Its
+// error, for faults.step, is always nil.
+func (f *faults) processPause() error {
 	n := f.busyOwner()
 	f.logf("SIGSTOP %s for %v", n.name, outage)
 	from := time.Now()
@@ -92,6 +132,7 @@ func (f *faults) processPause() {
 	f.down(from)
 	f.logf("SIGCONT %s", n.name)
 	f.settle()
+	return nil
 }
 
 // crash kills a busy owner with SIGKILL and restarts it on the same data
@@ -329,14 +370,21 @@ func (f *faults) slowLinks() error {
 	return err
 }
 
-// churn joins a node, makes it leave with paused handlers, then restarts
-// every node in turn.
-func (f *faults) churn() error {
-	n, err := f.join()
-	if err != nil {
+// joinAndSettle is join, then settle.
+func (f *faults) joinAndSettle() error {
+	if _, err := f.join(); err != nil {
 		return err
 	}
 	f.settle()
+	return nil
+}
+
+// leaveNewest makes the node that joined last leave gracefully with its
+// handlers paused inside their critical section (their commits must be
+// fenced), and waits for the cluster to agree.
+func (f *faults) leaveNewest() error {
+	all := f.c.all()
+	n := all[len(all)-1]
 	f.armPauses(f.owned(n), n)
 	f.waitPaused(n)
 	f.logf("%s leaves with paused handlers", n.name)
@@ -344,6 +392,12 @@ func (f *faults) churn() error {
 		return fmt.Errorf("leave %s: %w", n.name, err)
 	}
 	f.settle()
+	return nil
+}
+
+// rollingRestart restarts every running node in turn (a graceful stop,
+// then a start on its data directory).
+func (f *faults) rollingRestart() error {
 	for _, n := range f.c.running() {
 		f.logf("rolling restart: %s", n.name)
 		f.c.terminate(n)

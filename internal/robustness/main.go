@@ -17,8 +17,10 @@
 // It prints one row per scenario (runs, valid runs, operations,
 // violations, unavailable seconds) and writes the rows as a JSON array to
 // -out. A run is valid only if the traffic reached its minimum rate before
-// the fault and the fault bit (a fenced write, a refused promise, a failed
-// acquire or a drain timeout). Failing and invalid runs keep their
+// the faults and each fault bit while it ran (a fenced write, a refused
+// promise, a failed acquire or a drain timeout, or, with replicas, a
+// partition taken over while a node was out: faults.step). Failing and
+// invalid runs keep their
 // directory under -dir: history, node logs, data directories and, for a
 // non-linearizable history, porcupine's visualization. The short profile
 // runs under go test.

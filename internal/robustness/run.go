@@ -151,13 +151,14 @@ func execute(cfg runConfig) (res result) {
 		// was out are the bite (not the handoffs of joins and leaves).
 		res.Bit += takenOver(all, f.outages)
 	}
+	unbitten := f.unbitten(all, cfg.rf > 1)
 	switch {
 	case nemesisErr != nil:
 		res.Invalid = fmt.Sprintf("nemesis failed: %v", nemesisErr)
 	case res.Rate < minRate:
 		res.Invalid = fmt.Sprintf("traffic reached %.0f ops/s before the fault, want %d", res.Rate, minRate)
-	case res.Bit == 0:
-		res.Invalid = "the fault did not bite: no fenced write, refused promise, failed acquire, drain timeout or (with replicas) claim made while a node was out"
+	case unbitten != "":
+		res.Invalid = fmt.Sprintf("the fault %q did not bite: no fenced write, refused promise, failed acquire or drain timeout while it ran, nor (with replicas) a claim made while a node was out", unbitten)
 	case !finished:
 		res.Invalid = "the linearizability check timed out"
 	default:

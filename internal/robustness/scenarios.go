@@ -19,7 +19,8 @@ var scenarioNames = []string{"pause", "kill", "partition", "churn", "slow", "bou
 // replication factor 1, where the loss is expected).
 var wipeNames = []string{"wipe", "wipe-fast"}
 
-// scenarios are the nemeses by name.
+// scenarios are the nemeses by name. Each fault is a step (faults.step):
+// a run is valid only if each step bit.
 var scenarios = map[string]scenario{
 	// pause: SIGSTOP of a busy owner past failure detection (the others
 	// fail to acquire its partitions: with RF=1 they need its promise),
@@ -27,27 +28,34 @@ var scenarios = map[string]scenario{
 	// takes their partitions from their live owners (the commits are
 	// fenced; without fencing they are acknowledged and lost).
 	"pause": func(f *faults) error {
-		f.processPause()
-		_, err := f.join()
-		if err == nil {
-			f.settle()
+		if err := f.step("SIGSTOP", f.processPause); err != nil {
+			return err
 		}
-		return err
+		return f.step("join with paused handlers", f.joinAndSettle)
 	},
 	// kill: kill -9 of a busy owner, restarted on its data directory after
 	// failure detection.
-	"kill": func(f *faults) error { return f.crash() },
+	"kill": func(f *faults) error { return f.step("SIGKILL", f.crash) },
 	// partition: a minority cut off from the majority on gossip and RPC,
 	// a node joining the majority meanwhile, handoffs after healing.
-	"partition": func(f *faults) error { return f.partition() },
+	"partition": func(f *faults) error { return f.step("network split", f.partition) },
 	// churn: a join, a graceful leave with paused handlers, a rolling
-	// restart of every node.
-	"churn": func(f *faults) error { return f.churn() },
+	// restart of every node (which need not bite: it checks that restarts
+	// under traffic lose nothing).
+	"churn": func(f *faults) error {
+		if err := f.step("join with paused handlers", f.joinAndSettle); err != nil {
+			return err
+		}
+		if err := f.step("leave with paused handlers", f.leaveNewest); err != nil {
+			return err
+		}
+		return f.rollingRestart()
+	},
 	// slow: delay and drop on every link during a paused handoff.
-	"slow": func(f *faults) error { return f.slowLinks() },
+	"slow": func(f *faults) error { return f.step("slow links", f.slowLinks) },
 	// bounce: partitions move away and back while their handlers are
 	// paused; the regression scenario of the router's overlay bug.
-	"bounce": func(f *faults) error { return f.bounce() },
+	"bounce": func(f *faults) error { return f.step("bounce", f.bounce) },
 	// wipe: kill -9 of a busy owner whose data directory is then deleted,
 	// restarted empty under its name after failure detection; once every
 	// node reports itself settled (every copy back), the same on another
@@ -58,12 +66,17 @@ var scenarios = map[string]scenario{
 	"wipe-fast": wipeTwice(quickRestart),
 	// combined: three of the faults above, drawn by the seed.
 	"combined": func(f *faults) error {
-		moves := []func() error{
-			func() error { f.processPause(); return nil },
-			f.crash, f.pausedHandoff, f.partition, f.slowLinks,
+		moves := []struct {
+			name  string
+			fault func() error
+		}{
+			{"SIGSTOP", f.processPause},
+			{"SIGKILL", f.crash}, {"leave with paused handlers", f.pausedHandoff},
+			{"network split", f.partition}, {"slow links", f.slowLinks},
 		}
 		for range 3 {
-			if err := moves[f.rng.IntN(len(moves))](); err != nil {
+			m := moves[f.rng.IntN(len(moves))]
+			if err := f.step(m.name, m.fault); err != nil {
 				return err
 			}
 		}
@@ -76,12 +89,15 @@ var scenarios = map[string]scenario{
 func wipeTwice(down time.Duration) scenario {
 	return func(f *faults) error {
 		var last *node
-		for range 2 {
-			n, err := f.wipe(last, down)
+		for i := range 2 {
+			err := f.step(fmt.Sprintf("lost directory %d", i+1), func() error {
+				n, err := f.wipe(last, down)
+				last = n
+				return err
+			})
 			if err != nil {
 				return err
 			}
-			last = n
 		}
 		return nil
 	}
