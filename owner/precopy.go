@@ -150,22 +150,23 @@ func (pt *partition) takePreCopy(ctx context.Context, source string, over store.
 	return j
 }
 
-// preCopy has the replicas of the proposal that are not replicas of base,
-// and those in lagged (replicas of base this node, serving base, knows to
-// have missed a batch), copy partition p from base's owner while it still
-// serves it (see PreCopy), and waits for them: each as long as its copy
-// makes progress. base's owner may be this node, if it serves base
-// (resync): its own Prepare drains it, and its new replicas copy from it
-// meanwhile. Another owner's live pages are served only while it serves
-// the partition (HandleFetch), so a pre-copy never holds back the
-// acquisition of a partition nobody serves, a restarted owner's
-// included. The partition being served, the attempt gives its slot back
-// first, so that takeovers do not wait behind copies, and takes one again
-// once done; pre-copies are bounded on their own (maxConcurrentAttempts
-// at a time). It returns the
-// source, or "" if base's owner is gone (the ring no longer lists it). A
-// pre-copy that failed is not reported: its Sync copies the whole
-// partition.
+// preCopy has the replicas of the attempt's own replica set that are not
+// replicas of base, and those in lagged (replicas of base that this node,
+// serving base, saw miss a batch), copy partition p from base's owner
+// while it still serves it (see PreCopy), and waits for them, each while
+// it answers that it is still copying. base's owner may be this node if
+// it serves base (a resync): its new replicas copy from it before its own
+// Prepare drains it. Another owner's live pages are served only while it
+// serves the partition (HandleFetch), so a pre-copy never holds back the
+// acquisition of a partition nobody serves, a restarted owner's included.
+// The partition being served, the attempt gives its slot back first, so
+// that takeovers do not wait behind copies, and takes one again once
+// done; pre-copies are bounded on their own (maxConcurrentAttempts at a
+// time). It returns the source, or "" if nothing was pre-copied from
+// base's owner: it is gone (the ring no longer lists it, or there is no
+// ring), it is this node and this is not a resync, or the Owner is
+// closing. A pre-copy that failed is not reported: its Sync copies the
+// whole partition.
 func (o *Owner) preCopy(p int, base store.Claim, replicas, lagged []string, resync bool) string {
 	if base.Owner == o.cfg.Self && !resync {
 		return ""

@@ -288,10 +288,13 @@ func TestPreCopyFromANodeThatDoesNotServeThePartitionFailsAtOnce(t *testing.T) {
 
 // A Sync that comes while the pre-copy it can use is still being fetched
 // (its proposer stopped waiting for it) waits for it, instead of staging
-// a whole copy beside it.
+// a whole copy beside it. (In an acquisition the source, drained by then,
+// refuses the pre-copy's next page, and the Sync copies the whole
+// partition; here the source still serves, and the pre-copy completes.)
 func TestSyncWaitsForThePreCopyStillBeingFetched(t *testing.T) {
 	ctx := context.Background()
 	src, _, fetcher, r, rs, _ := preCopyPair(t, 100)
+	r.cfg.DrainTimeout = time.Hour // the first page's bound: the gate holds it
 	gate := make(chan struct{})
 	fetcher.mu.Lock()
 	fetcher.gate = gate

@@ -65,8 +65,9 @@
 //     to a fresh one and to the other WAL file, and a background goroutine
 //     writes the frozen one (commits go on meanwhile; reads look in the
 //     memtable, the frozen one, then the file); on Export of a partition
-//     with unflushed batches, before a slow operation and at Close the
-//     committer waits for that flush and flushes synchronously;
+//     with unflushed batches (and on the first ExportLive page after
+//     Track, and each ExportChanges page), before a slow operation and at
+//     Close the committer waits for that flush and flushes synchronously;
 //   - slow path (committer.go): every other operation (Promise, Accept,
 //     Choose, Copy.Install, Drop, SetClusterID, PruneResponses, and any group
 //     mixing them with batches) is one synced bbolt transaction that first

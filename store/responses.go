@@ -106,7 +106,9 @@ func (s *Store) fileResponse(p int, requestID []byte) (record []byte, ok bool, l
 // PruneResponses deletes, in every partition, the dedup records stored
 // before olderThan, and returns how many it deleted. A retry of a pruned
 // request runs again: olderThan must be older than any client's retry
-// window.
+// window. Trackers do not record these deletions: a pruned record that a
+// copy read before (ExportLive) stays in the copy until the receiver's
+// own prune, which only keeps a retry answered a little longer.
 func (s *Store) PruneResponses(ctx context.Context, olderThan time.Time) (int, error) {
 	var pruned int
 	err := s.do(ctx, noPartition, func(tx *bolt.Tx) (outcome, abort error) {
@@ -128,7 +130,6 @@ func (s *Store) PruneResponses(ctx context.Context, olderThan time.Time) (int, e
 			if b == nil {
 				continue
 			}
-			p, _ := parsePartitionName(name)
 			var old [][]byte
 			err := b.ForEach(func(k, v []byte) error {
 				if len(v) >= responseHeader && int64(binary.BigEndian.Uint64(v)) < cutoff {
@@ -144,9 +145,7 @@ func (s *Store) PruneResponses(ctx context.Context, olderThan time.Time) (int, e
 					return nil, err
 				}
 			}
-			if len(old) > 0 {
-				s.noteChange(change{p: p, untracked: true})
-			}
+
 			pruned += len(old)
 		}
 		return nil, nil

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -20,9 +21,10 @@ import (
 // partition again. Track, and the publication of every change (the fast
 // path applying a batch to the memtable, a slow operation committing and
 // publishing its transaction), hold memMu, and a change is recorded in
-// the same hold: a change published before Track is in the file or the
-// memtable for every page read after it (Export flushes the memtable
-// first), and one published after it is recorded.
+// the same hold: a change published before Track is in the file for every
+// page read after it (the first page's read flushes the memtable into
+// the file), and one published after it is recorded. A prune's deletions
+// are not changes here (see PruneResponses).
 type tracker struct {
 	p int
 	// changed holds the entries changed since Track; nil once broken or
@@ -32,15 +34,23 @@ type tracker struct {
 	// trackedKeyOverhead each.
 	bytes int
 	// broken says the tracker can no longer tell what changed: the
-	// partition's data was replaced (an Install or a Drop) or its dedup
-	// records pruned, the store's trackers reached maxTrackedBytes, or
-	// something changed after it was sealed.
+	// partition's data was replaced (an Install or a Drop), the store's
+	// trackers reached maxTrackedBytes, or something changed after it was
+	// sealed.
 	broken bool
 	// sealed is set once ExportChanges first read the tracker: from then
 	// on the partition must not change (its promise refuses writes), and
-	// sorted holds what changed, in order.
-	sealed bool
-	sorted []trackedKey
+	// changed moves to unsorted, which sort turns, once and outside memMu
+	// (a large set takes a while), into sorted: what changed, in order.
+	// unsorted and sorted are not touched under memMu after the seal.
+	sealed   bool
+	unsorted map[trackedKey]struct{}
+	sort     sync.Once
+	sorted   []trackedKey
+	// flushed is set once a page was read after Track: that page's read
+	// flushed the changes published before Track into the file, which is
+	// all a later page needs (the later ones are recorded).
+	flushed bool
 	// used is when the tracker was last read, for TrackerIdle.
 	used time.Time
 }
@@ -81,8 +91,7 @@ const TrackerIdle = 10 * time.Minute
 type change struct {
 	p int
 	// untracked says the partition changed in a way not recorded key by
-	// key (its data replaced or deleted, dedup records pruned): its
-	// trackers give up.
+	// key (its data replaced or deleted): its trackers give up.
 	untracked bool
 	kind      EntryKind
 	key       []byte
@@ -145,11 +154,15 @@ func (s *Store) untrackLocked(p int, id uint64) {
 // markChanged records that entry (kind, key) of partition p changed.
 // Caller holds memMu.
 func (s *Store) markChanged(p int, kind EntryKind, key []byte) {
-	for _, t := range s.trackers[p] {
+	ts := s.trackers[p]
+	if len(ts) == 0 {
+		return
+	}
+	k := trackedKey{kind, string(key)}
+	for _, t := range ts {
 		if t.broken {
 			continue
 		}
-		k := trackedKey{kind, string(key)}
 		if _, ok := t.changed[k]; ok {
 			continue
 		}
@@ -189,7 +202,7 @@ func (s *Store) markBatch(p int, writes []KV, requestID []byte) {
 // breakOff marks t broken and frees what it recorded. Caller holds memMu.
 func (s *Store) breakOff(t *tracker) {
 	s.trackedBytes -= t.bytes
-	t.broken, t.changed, t.sorted, t.bytes = true, nil, nil, 0
+	t.broken, t.changed, t.bytes = true, nil, 0
 }
 
 // noteChange records, on the committer, a slow operation's change for
@@ -235,12 +248,22 @@ func (s *Store) liveTracker(p int, id uint64) (*tracker, error) {
 // the tracker gave up: the copy can no longer be completed.
 func (s *Store) ExportLive(p int, id uint64, after []byte, maxBytes int) (entries []Entry, next []byte, err error) {
 	s.memMu.Lock()
-	_, err = s.liveTracker(p, id)
+	t, err := s.liveTracker(p, id)
+	flush := err == nil && !t.flushed
 	s.memMu.Unlock()
 	if err != nil {
 		return nil, nil, err
 	}
-	return s.export(p, func(*partition) error { return nil }, after, maxBytes)
+	// Only the first page flushes the memtable (a synced transaction on
+	// the committer, which holds every commit back): what the later ones
+	// miss of it changed after Track, and is recorded.
+	entries, next, err = s.export(p, func(*partition) error { return nil }, after, maxBytes, flush)
+	if err == nil && flush {
+		s.memMu.Lock()
+		t.flushed = true
+		s.memMu.Unlock()
+	}
+	return entries, next, err
 }
 
 // ExportChanges returns a page of the entries of partition p that changed
@@ -254,24 +277,23 @@ func (s *Store) ExportLive(p int, id uint64, after []byte, maxBytes int) (entrie
 // ErrUntracked if the tracker gave up, and with ErrPosition if the
 // partition is not at pos.
 func (s *Store) ExportChanges(p int, id uint64, pos Position, after []byte, maxBytes int) (entries []Entry, next []byte, err error) {
-	start, err := s.startPage(p, after, maxBytes)
+	start, err := s.startPage(p, after, maxBytes, true)
 	if err != nil {
 		return nil, nil, err
 	}
 	s.memMu.Lock()
 	t, err := s.liveTracker(p, id)
-	var keys []trackedKey
-	if err == nil {
-		if !t.sealed {
-			t.sealed, t.sorted = true, slices.SortedFunc(maps.Keys(t.changed), compareTracked)
-			t.changed = nil
-		}
-		keys = t.sorted
+	if err == nil && !t.sealed {
+		t.sealed, t.unsorted, t.changed = true, t.changed, nil
 	}
 	s.memMu.Unlock()
 	if err != nil {
 		return nil, nil, err
 	}
+	t.sort.Do(func() {
+		t.sorted, t.unsorted = slices.SortedFunc(maps.Keys(t.unsorted), compareTracked), nil
+	})
+	keys := t.sorted
 	i, _ := slices.BinarySearchFunc(keys, start, compareTracked)
 	if i < len(keys) && start.key != "" && keys[i] == start {
 		i++

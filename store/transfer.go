@@ -81,13 +81,13 @@ const exportEntryOverhead = 16
 // page read after it would hand out an empty or different copy labelled
 // with the old position.
 func (s *Store) Export(p int, pos Position, after []byte, maxBytes int) (entries []Entry, next []byte, err error) {
-	return s.export(p, func(pt *partition) error { return pt.checkAt(pos) }, after, maxBytes)
+	return s.export(p, func(pt *partition) error { return pt.checkAt(pos) }, after, maxBytes, true)
 }
 
 // export reads a page for Export and ExportLive, after check accepted the
-// partition in the page's transaction.
-func (s *Store) export(p int, check func(*partition) error, after []byte, maxBytes int) (entries []Entry, next []byte, err error) {
-	start, err := s.startPage(p, after, maxBytes)
+// partition in the page's transaction; flush as startPage's.
+func (s *Store) export(p int, check func(*partition) error, after []byte, maxBytes int, flush bool) (entries []Entry, next []byte, err error) {
+	start, err := s.startPage(p, after, maxBytes, flush)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -133,9 +133,9 @@ func (s *Store) export(p int, check func(*partition) error, after []byte, maxByt
 }
 
 // startPage checks the arguments of a page's read, flushes partition p's
-// batches into the file (pages read the file), and returns where the page
-// starts.
-func (s *Store) startPage(p int, after []byte, maxBytes int) (trackedKey, error) {
+// batches into the file if flush is set (pages read the file), and
+// returns where the page starts.
+func (s *Store) startPage(p int, after []byte, maxBytes int, flush bool) (trackedKey, error) {
 	if err := checkPartition(p); err != nil {
 		return trackedKey{}, err
 	}
@@ -143,8 +143,8 @@ func (s *Store) startPage(p int, after []byte, maxBytes int) (trackedKey, error)
 		return trackedKey{}, fmt.Errorf("%w: maxBytes %d", ErrInvalid, maxBytes)
 	}
 	start, err := parseCursor(after)
-	if err != nil {
-		return trackedKey{}, err
+	if err != nil || !flush {
+		return start, err
 	}
 	return start, s.flushPartition(p)
 }
