@@ -100,11 +100,7 @@ func (o *Owner) acquire(p int, base store.Claim, t *ring.Table, want []string) (
 	served, serving := o.parts[p].servedClaim()
 	resync := serving && served.Epoch == base.Epoch
 	for o.ctx.Err() == nil {
-		var lagged []string
-		if resync {
-			lagged = o.parts[p].lagged()
-		}
-		source := o.preCopy(p, base, replicas, lagged, resync)
+		source := o.preCopy(p, base, replicas, resync)
 		prop := NewProposer(p, o.cfg.Self, base, seen, replicas)
 		prop.PreferSource(source)
 		out := o.drive(prop, resync)

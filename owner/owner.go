@@ -415,18 +415,28 @@ func (o *Owner) CheckBootstrapLeftovers() error {
 	return nil
 }
 
+// takeSlot waits for a slot of the semaphore for partition p's attempt,
+// which gives it back with partition.yieldSlot; false if the Owner closed
+// first.
+func (o *Owner) takeSlot(p int) bool {
+	select {
+	case o.sem <- struct{}{}:
+		o.parts[p].setYield(func() { <-o.sem })
+		return true
+	case <-o.ctx.Done():
+		return false
+	}
+}
+
 // attempt runs one step for a partition, bounded by the semaphore.
 func (o *Owner) attempt(s Step, t *ring.Table) {
 	defer o.wg.Done()
-	select {
-	case o.sem <- struct{}{}:
-	case <-o.ctx.Done():
-		o.parts[s.P].done(false, time.Now(), o.cfg.RetryBackoff, 0)
+	pt := o.parts[s.P]
+	if !o.takeSlot(s.P) {
+		pt.done(false, time.Now(), o.cfg.RetryBackoff, 0)
 		return
 	}
-	pt := o.parts[s.P]
-	pt.setYield(sync.OnceFunc(func() { <-o.sem }))
-	defer pt.yieldSlot() // the slot held at the end, if any (see retakeSlot)
+	defer pt.yieldSlot() // the slot held at the end, if any (see preCopy)
 	if c, known := o.claims.Get(s.P); known && c.Epoch > s.Claim.Epoch && (s.Action == Acquire || s.Action == Resume) {
 		// Planned from an older claim than the newest now known (an
 		// attempt that ended meanwhile may have made it): plan again.

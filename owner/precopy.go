@@ -112,17 +112,6 @@ func (o *Owner) startPreCopy(req PreCopy, over store.Position) (*preCopy, error)
 	return j, nil
 }
 
-// retakeSlot takes an attempt slot (o.sem) again for partition p's
-// attempt, which gave its own back to pre-copy; the attempt gives it back
-// when it ends, or yields it again.
-func (o *Owner) retakeSlot(p int) {
-	select {
-	case o.sem <- struct{}{}:
-		o.parts[p].setYield(sync.OnceFunc(func() { <-o.sem }))
-	case <-o.ctx.Done():
-	}
-}
-
 // takePreCopy hands over the pre-copy of the partition from source over
 // this node's position over, if there is one, waiting for it while it is
 // still being fetched (a proposer that stopped waiting for it, after an
@@ -151,8 +140,8 @@ func (pt *partition) takePreCopy(ctx context.Context, source string, over store.
 }
 
 // preCopy has the replicas of the attempt's own replica set that are not
-// replicas of base, and those in lagged (replicas of base that this node,
-// serving base, saw miss a batch), copy partition p from base's owner
+// replicas of base, and in a resync those of base that this node, serving
+// base, saw miss a batch (partition.lagged), copy partition p from base's owner
 // while it still serves it (see PreCopy), and waits for them, each while
 // it answers that it is still copying. base's owner may be this node if
 // it serves base (a resync): its new replicas copy from it before its own
@@ -167,14 +156,16 @@ func (pt *partition) takePreCopy(ctx context.Context, source string, over store.
 // ring), it is this node and this is not a resync, or the Owner is
 // closing. A pre-copy that failed is not reported: its Sync copies the
 // whole partition.
-func (o *Owner) preCopy(p int, base store.Claim, replicas, lagged []string, resync bool) string {
-	if base.Owner == o.cfg.Self && !resync {
+func (o *Owner) preCopy(p int, base store.Claim, replicas []string, resync bool) string {
+	var lagged []string
+	switch {
+	case base.Owner == o.cfg.Self && !resync:
 		return ""
-	}
-	if base.Owner != o.cfg.Self {
-		if o.ring == nil {
-			return ""
-		}
+	case base.Owner == o.cfg.Self:
+		lagged = o.parts[p].lagged()
+	case o.ring == nil:
+		return ""
+	default:
 		if _, member := o.ring.Table().Member(base.Owner); !member {
 			return ""
 		}
@@ -189,7 +180,8 @@ func (o *Owner) preCopy(p int, base store.Claim, replicas, lagged []string, resy
 		return base.Owner
 	}
 	if o.parts[p].yieldSlot() {
-		defer o.retakeSlot(p) // after the pre-copy slot is given back
+		// Taken again after the pre-copy slot is given back.
+		defer o.takeSlot(p)
 	}
 	select {
 	case o.preCopies <- struct{}{}:

@@ -246,20 +246,9 @@ func TestResyncPreCopiesToTheReplicaThatMissedABatch(t *testing.T) {
 // back: a takeover of a partition nobody serves does not wait behind
 // maxConcurrentAttempts pre-copies of large partitions.
 func TestPreCopiesDoNotStarveATakeover(t *testing.T) {
-	parts := func(c *Config) { c.Partitions = maxConcurrentAttempts + 2; c.RequestTimeout = 400 * time.Millisecond }
-	m := &mesh{}
-	src := &slowSource{fetching: make(chan struct{}, 1), release: make(chan struct{})}
-	defer close(src.release)
-	c, sc := m.addWith(t, "c", parts)
-	_, sb := m.addWith(t, "b", parts)
-	m.addWith(t, "d", func(cfg *Config) {
-		parts(cfg)
-		cfg.RequestTimeout, cfg.DrainTimeout = time.Hour, time.Hour // its pre-copies wait for their pages
-		src.Transport = cfg.Transport
-		cfg.Transport = src
-	})
-	// d is not a replica of the claims served: it is pre-copied to.
-	requireTakeoverBesideCopies(t, c, sc, sb, []string{"c", "b"}, src.fetching)
+	// d is not a replica of the claims served: it is pre-copied to, and
+	// its pre-copies wait for their first page.
+	c := requireTakeoverBesideCopies(t, []string{"c", "b"}, func(cfg *Config) { cfg.DrainTimeout = time.Hour })
 	for p := range maxConcurrentAttempts {
 		_, serving := c.Serving(p)
 		require.True(t, serving, "partition %d is served while it is pre-copied", p)

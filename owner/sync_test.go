@@ -351,41 +351,44 @@ func TestRestartedOwnerDoesNotWaitForALaggingReplicasWholeCopy(t *testing.T) {
 // partitions of a dead node would stay unserved for as long as the
 // copies take). Found in review.
 func TestResyncsWaitingForCopiesDoNotStarveATakeover(t *testing.T) {
+	requireTakeoverBesideCopies(t, []string{"c", "b", "d"}, func(*Config) {})
+}
+
+// requireTakeoverBesideCopies builds a mesh of c, b and d, where every
+// fetch d makes hangs (configure adjusts d's Config), has c, serving
+// maxConcurrentAttempts partitions whose claims have replicas base,
+// acquire each with replicas c, b and d, waits until d is fetching; then
+// it has c take over another partition, of an owner that is gone, and
+// requires c to serve it. It returns c.
+func requireTakeoverBesideCopies(t *testing.T, base []string, configure func(*Config)) *Owner {
+	t.Helper()
 	parts := func(c *Config) { c.Partitions = maxConcurrentAttempts + 2; c.RequestTimeout = 400 * time.Millisecond }
 	m := &mesh{}
 	src := &slowSource{fetching: make(chan struct{}, 1), release: make(chan struct{})}
-	defer close(src.release)
+	t.Cleanup(func() { close(src.release) })
 	c, sc := m.addWith(t, "c", parts)
 	_, sb := m.addWith(t, "b", parts)
 	m.addWith(t, "d", func(cfg *Config) {
 		parts(cfg)
 		cfg.RequestTimeout = time.Hour
+		configure(cfg)
 		src.Transport = cfg.Transport
 		cfg.Transport = src
 	})
-	requireTakeoverBesideCopies(t, c, sc, sb, []string{"c", "b", "d"}, src.fetching)
-}
-
-// requireTakeoverBesideCopies has c, serving maxConcurrentAttempts
-// partitions whose claims have replicas base (stored in sc and sb),
-// acquire each with replicas c, b and d, whose copies at d hang (a fetch
-// of one is signalled on fetching); then it has c take over another
-// partition, of an owner that is gone, and requires c to serve it.
-func requireTakeoverBesideCopies(t *testing.T, c *Owner, sc, sb *store.Store, base []string, fetching <-chan struct{}) {
-	t.Helper()
 	for p := range maxConcurrentAttempts {
 		k := claimOn(t, p, store.Claim{Epoch: 1, Owner: "c", Replicas: base}, sc, sb)
 		require.NoError(t, c.startServing(p, k))
 		c.wg.Add(1)
 		go c.attempt(Step{P: p, Action: Acquire, Claim: k, Replicas: []string{"c", "b", "d"}}, &ring.Table{})
 	}
-	<-fetching
+	<-src.fetching
 	q := maxConcurrentAttempts
 	k := claimOn(t, q, store.Claim{Epoch: 1, Owner: "a", Replicas: []string{"a", "c", "b"}}, sc, sb)
 	c.wg.Add(1)
 	go c.attempt(Step{P: q, Action: Acquire, Claim: k, Replicas: []string{"c", "b"}}, &ring.Table{})
 	require.Eventually(t, func() bool { _, serving := c.Serving(q); return serving }, 10*time.Second, 10*time.Millisecond,
 		"the takeover of partition %d waits behind the copies to d", q)
+	return c
 }
 
 // A Sync at a higher ballot replaces a copy still being fetched for a
